@@ -1,0 +1,223 @@
+"""Turns, indivisible units and the tool-pair invariant.
+
+Vocabulary used across the package:
+
+* The **prefix** is the run of system and developer messages at the very start; it is always
+  kept.
+* A **turn** starts at a user message that is not only tool results and runs to the next one.
+* A **unit** is the smallest span that can be kept or dropped on its own: a single message,
+  or an assistant message that calls tools together with everything up to the message that
+  answers its last call (parallel calls and Anthropic's results-in-a-user-message included).
+  Cutting between units never orphans a tool call or result.
+
+:func:`validate` raises :class:`~contextfold.errors.PairingError` for broken pairing;
+:func:`repair` is the explicit, opt-in fix.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from contextfold.errors import PairingError
+from contextfold.messages import Message, TextPart, ToolResultPart
+
+__all__ = [
+    "Turn",
+    "group_turns",
+    "is_turn_start",
+    "prefix_length",
+    "repair",
+    "safe_cut_points",
+    "split_prefix",
+    "units",
+    "validate",
+]
+
+_PREFIX_ROLES = frozenset({"system", "developer"})
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A turn: ``messages[start:end]`` of the list it was grouped from."""
+
+    start: int
+    end: int
+    messages: tuple[Message, ...]
+
+
+def prefix_length(messages: Sequence[Message]) -> int:
+    """Number of leading system/developer messages."""
+    n = 0
+    for m in messages:
+        if m.role not in _PREFIX_ROLES:
+            break
+        n += 1
+    return n
+
+
+def split_prefix(messages: Sequence[Message]) -> tuple[list[Message], list[Message]]:
+    """Split into (leading system/developer messages, the rest)."""
+    n = prefix_length(messages)
+    return list(messages[:n]), list(messages[n:])
+
+
+def is_turn_start(message: Message) -> bool:
+    """True for a user message that is not only tool results."""
+    return message.role == "user" and not message.is_tool_result_only
+
+
+def group_turns(messages: Sequence[Message]) -> list[Turn]:
+    """Group the messages after the prefix into turns.
+
+    Messages before the first user message (after the prefix) form a turn of their own.
+    """
+    start = prefix_length(messages)
+    turns: list[Turn] = []
+    begin = start
+    for i in range(start, len(messages)):
+        if i > begin and is_turn_start(messages[i]):
+            turns.append(Turn(begin, i, tuple(messages[begin:i])))
+            begin = i
+    if begin < len(messages):
+        turns.append(Turn(begin, len(messages), tuple(messages[begin:])))
+    return turns
+
+
+def validate(messages: Sequence[Message], *, allow_pending_tail: bool = False) -> None:
+    """Check the tool-pair invariant; raise :class:`PairingError` naming the culprit.
+
+    Rules: every tool result answers an earlier call that is still open; no call id is used
+    twice; every call is answered before the next user turn or system message (assistant
+    messages may come in between, as with parallel calls in the Responses API).
+
+    Args:
+        allow_pending_tail: accept calls still unanswered at the very end (an agent in the
+            middle of running its tools).
+    """
+    open_calls: dict[str, int] = {}
+    seen: set[str] = set()
+    for i, m in enumerate(messages):
+        results = m.tool_results
+        if open_calls and not results and m.role in ("user", "system", "developer"):
+            call_id, at = next(iter(open_calls.items()))
+            raise PairingError(
+                f"tool call {call_id!r} (message {at}) has no result before message {i}",
+                index=at,
+                call_id=call_id,
+            )
+        for r in results:
+            if r.call_id not in open_calls:
+                what = "answered twice" if r.call_id in seen else "has no matching call"
+                raise PairingError(
+                    f"tool result for {r.call_id!r} at message {i} {what}",
+                    index=i,
+                    call_id=r.call_id,
+                )
+            del open_calls[r.call_id]
+        for c in m.tool_calls:
+            if c.id in seen:
+                raise PairingError(
+                    f"duplicate tool call id {c.id!r} at message {i}", index=i, call_id=c.id
+                )
+            seen.add(c.id)
+            open_calls[c.id] = i
+    if open_calls and not allow_pending_tail:
+        call_id, at = next(iter(open_calls.items()))
+        raise PairingError(
+            f"tool call {call_id!r} (message {at}) has no result", index=at, call_id=call_id
+        )
+
+
+def safe_cut_points(messages: Sequence[Message]) -> list[int]:
+    """Indices ``i`` (0..len) where cutting ``messages[:i] | messages[i:]`` splits no pair.
+
+    Assumes the list is valid (see :func:`validate`); an unanswered call simply makes the
+    cut points after it unsafe.
+    """
+    points = [0]
+    open_ids: set[str] = set()
+    for i, m in enumerate(messages):
+        for r in m.tool_results:
+            open_ids.discard(r.call_id)
+        for c in m.tool_calls:
+            open_ids.add(c.id)
+        if not open_ids:
+            points.append(i + 1)
+    return points
+
+
+def units(messages: Sequence[Message], start: int = 0) -> list[tuple[int, int]]:
+    """Indivisible ``(begin, end)`` spans covering ``messages[start:]``."""
+    cuts = [p + start for p in safe_cut_points(messages[start:])]
+    out = [(a, b) for a, b in itertools.pairwise(cuts)]
+    if cuts[-1] < len(messages):  # an unanswered call runs to the end
+        out.append((cuts[-1], len(messages)))
+    return out
+
+
+def repair(messages: Sequence[Message], *, mode: Literal["drop", "text"] = "drop") -> list[Message]:
+    """Return a copy with broken pairing fixed; the input is not modified.
+
+    Args:
+        mode: ``"drop"`` removes orphaned results and unanswered calls; ``"text"`` turns them
+            into plain text parts so nothing the model said or saw is lost.
+    """
+    answered: set[str] = set()
+    called: set[str] = set()
+    # A call counts as answered only by a result that follows it before the next user turn.
+    open_calls: set[str] = set()
+    for m in messages:
+        if open_calls and not m.tool_results and m.role in ("user", "system", "developer"):
+            open_calls.clear()
+        for r in m.tool_results:
+            if r.call_id in open_calls:
+                answered.add(r.call_id)
+                open_calls.discard(r.call_id)
+        for c in m.tool_calls:
+            if c.id not in called:
+                called.add(c.id)
+                open_calls.add(c.id)
+    out: list[Message] = []
+    used_results: set[str] = set()
+    kept_calls: set[str] = set()
+    for m in messages:
+        new_parts: list = []  # type: ignore[type-arg]
+        changed = False
+        for p in m.parts:
+            if isinstance(p, ToolResultPart):
+                ok = (
+                    p.call_id in answered
+                    and p.call_id in kept_calls
+                    and p.call_id not in used_results
+                )
+                if ok:
+                    used_results.add(p.call_id)
+                    new_parts.append(p)
+                    continue
+                changed = True
+                if mode == "text":
+                    new_parts.append(TextPart(f"[tool result for {p.call_id}]: {p.text}"))
+            elif p.kind == "tool_call":
+                ok = p.id in answered and p.id not in kept_calls
+                if ok:
+                    kept_calls.add(p.id)
+                    new_parts.append(p)
+                    continue
+                changed = True
+                if mode == "text":
+                    new_parts.append(TextPart(f"[tool call {p.name}({p.arguments})]"))
+            else:
+                new_parts.append(p)
+        if not changed:
+            out.append(m)
+            continue
+        if not new_parts:
+            continue
+        role = m.role
+        if role == "tool" and not any(isinstance(p, ToolResultPart) for p in new_parts):
+            role = "user"
+        out.append(m.replace(role=role, parts=tuple(new_parts)))
+    return out
