@@ -52,5 +52,6 @@ def test_tool_call_arguments_must_be_json_when_parsed() -> None:
 
 def test_views() -> None:
     r = Message("user", (ToolResultPart("c1", "ok"),))
-    assert r.is_tool_result_only and r.tool_results[0].text == "ok"
+    assert r.is_tool_result_only
+    assert r.tool_results[0].text == "ok"
     assert not Message.user("x").is_tool_result_only

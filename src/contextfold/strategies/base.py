@@ -54,18 +54,25 @@ class SummaryCall:
     request: SummaryRequest
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StrategyResult:
     """The context a strategy built, and an account of how.
+
+    What was dropped or summarized is recorded as index ranges into ``history`` (the input
+    list), so building a result costs nothing per message that was left out: a sliding
+    window over a million messages stays as cheap as over a thousand. The id views and
+    ``tokens_before`` are computed on first access.
 
     Attributes:
         messages: the context to send.
         strategy: the strategy's name.
         tokens: tokens of ``messages`` under the counter used.
-        tokens_before: tokens of the full input history.
+        history: the input messages (not copied).
+        counter: the counter used, for ``tokens_before``.
         kept: ids of input messages kept verbatim.
-        dropped: ids of input messages left out without a summary.
-        summarized: ids of input messages covered by a summary (new or reused).
+        dropped_ranges: ``(start, end)`` index ranges of ``history`` left out without a
+            summary.
+        summarized_ranges: index ranges of ``history`` covered by a summary (new or reused).
         pruned: ids of input messages sent in a shortened form (tool outputs cleared).
         checkpoint: a new checkpoint the caller should persist, if one was made.
         reused_checkpoint: the prior checkpoint the context was built on, if any.
@@ -79,10 +86,11 @@ class StrategyResult:
     messages: tuple[Message, ...]
     strategy: str
     tokens: int
-    tokens_before: int
+    history: Sequence[Message] = field(default=(), repr=False, compare=False)
+    counter: TokenCounter | None = field(default=None, repr=False, compare=False)
     kept: tuple[str, ...] = ()
-    dropped: tuple[str, ...] = ()
-    summarized: tuple[str, ...] = ()
+    dropped_ranges: tuple[tuple[int, int], ...] = ()
+    summarized_ranges: tuple[tuple[int, int], ...] = ()
     pruned: tuple[str, ...] = ()
     checkpoint: CheckpointRecord | None = None
     reused_checkpoint: CheckpointRecord | None = None
@@ -91,11 +99,49 @@ class StrategyResult:
     usage: Usage = field(default_factory=Usage)
     summary_calls: int = 0
     notes: tuple[str, ...] = ()
+    known_tokens_before: int | None = field(default=None, repr=False, compare=False)
+    _cache: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @property
+    def tokens_before(self) -> int:
+        """Tokens of the full input history (computed once, on first access)."""
+        if self.known_tokens_before is not None:
+            return self.known_tokens_before
+        cached = self._cache.get("tokens_before")
+        if cached is None:
+            if self.counter is None:
+                from contextfold.tokens.approx import ApproxCounter
+
+                cached = ApproxCounter().count_messages(self.history)
+            else:
+                cached = self.counter.count_messages(self.history)
+            self._cache["tokens_before"] = cached
+        return cached
+
+    @property
+    def dropped(self) -> tuple[str, ...]:
+        """Ids of input messages left out without a summary."""
+        return tuple(self.history[i].id for a, b in self.dropped_ranges for i in range(a, b))
+
+    @property
+    def summarized(self) -> tuple[str, ...]:
+        """Ids of input messages covered by a summary."""
+        return tuple(self.history[i].id for a, b in self.summarized_ranges for i in range(a, b))
+
+    @property
+    def dropped_count(self) -> int:
+        """How many input messages were left out without a summary."""
+        return sum(b - a for a, b in self.dropped_ranges)
+
+    @property
+    def summarized_count(self) -> int:
+        """How many input messages a summary covers."""
+        return sum(b - a for a, b in self.summarized_ranges)
 
     @property
     def is_summarized(self) -> bool:
         """True when the context carries a summary."""
-        return bool(self.summarized)
+        return bool(self.summarized_ranges)
 
     @property
     def tokens_saved(self) -> int:
