@@ -1,0 +1,314 @@
+"""Transcript serialization for summarizers that send text to a model.
+
+A transcript is untrusted input: a user or a tool can write anything, including text that looks
+like our own framing (``</conversation>``, ``<previous-summary>``) or like a speaker label at
+the start of a line. Everything here is built so that such text stays inert data:
+
+* framing tags are escaped with :func:`contextfold.strategies.base.escape_framing`;
+* a line of message text that starts like one of our speaker labels is prefixed with a
+  backslash, so it cannot pose as a new speaker;
+* tool results are cut to their head and tail with a marker (models need the start and the
+  end of a log far more than its middle, and a 50 kB file dump would crowd out the rest);
+* images become short placeholders and thinking is dropped (it is the model's scratchpad,
+  not facts the conversation established).
+
+The helpers that read file operations out of tool calls live here too, because both the
+extractive summarizer and the checkpoint strategy need them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from contextfold.messages import (
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+
+__all__ = [
+    "FRAMING_TAGS",
+    "SPEAKER_LABELS",
+    "TOOL_RESULT_LIMIT",
+    "escape_text",
+    "file_operations",
+    "image_placeholder",
+    "render_tool_call",
+    "serialize_transcript",
+    "truncate_middle",
+]
+
+#: Tag names our prompts and summary framings use; transcript text may not open or close them.
+FRAMING_TAGS: tuple[str, ...] = (
+    "conversation",
+    "previous-summary",
+    "conversation-summary",
+    "compacted-summary",
+    "checkpoint",
+    "instructions",
+    "read-files",
+    "modified-files",
+    "turn-context",
+)
+
+#: Labels that start a speaker line in a serialized transcript.
+SPEAKER_LABELS: tuple[str, ...] = (
+    "[System]",
+    "[Developer]",
+    "[User]",
+    "[Assistant]",
+    "[Assistant tool calls]",
+    "[Tool result]",
+    "[Tool error]",
+)
+
+#: Default number of characters of one tool result kept in a serialized transcript.
+TOOL_RESULT_LIMIT = 2000
+
+_LABEL_LINE = re.compile(
+    r"^(\s*)(\\*)(\[(?:System|Developer|User|Assistant|Assistant tool calls|Tool result|Tool error)"
+    r"(?:[^\]\n]*)\])",
+    re.MULTILINE | re.IGNORECASE,
+)
+
+_ROLE_LABEL = {
+    "system": "[System]",
+    "developer": "[Developer]",
+    "user": "[User]",
+    "assistant": "[Assistant]",
+    "tool": "[Tool result]",
+}
+
+
+def escape_text(text: str, tags: Sequence[str] = FRAMING_TAGS) -> str:
+    """Make untrusted text inert inside a serialized transcript.
+
+    Framing tags lose their opening ``<`` and lines that start like a speaker label get a
+    leading backslash (one more than they had, so an already escaped label cannot be
+    unescaped by a crafted input).
+    """
+    from contextfold.strategies.base import escape_framing
+
+    out = escape_framing(text, tags)
+    if "[" in out:
+        out = _LABEL_LINE.sub(lambda m: f"{m.group(1)}\\{m.group(2)}{m.group(3)}", out)
+    return out
+
+
+def truncate_middle(text: str, limit: int = TOOL_RESULT_LIMIT) -> str:
+    """Keep the head and tail of ``text`` within about ``limit`` characters.
+
+    The marker says how much was left out, so a reader (or a model) knows the text is not
+    whole. Three quarters of the room goes to the head: the start of a log or file says what
+    it is, the end says how it finished.
+    """
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head = (limit * 3) // 4
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters truncated ...]\n{text[len(text) - tail :]}"
+
+
+def image_placeholder(part: ImagePart) -> str:
+    """A short stand-in for an image: its type and, for URLs, where it lives."""
+    mime = part.mime or "image"
+    if part.url and not part.url.startswith("data:"):
+        return f"[Attached {mime}: {part.url[:200]}]"
+    return f"[Attached {mime}]"
+
+
+def render_tool_call(call: ToolCallPart, *, limit: int = 500) -> str:
+    """``name(key=value, ...)`` with JSON values; unparsable arguments are shown raw."""
+    try:
+        args: Any = json.loads(call.arguments) if call.arguments.strip() else {}
+    except ValueError:
+        args = None
+    if isinstance(args, dict):
+        inner = ", ".join(
+            f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in args.items()
+        )
+    else:
+        inner = call.arguments
+    return f"{call.name}({truncate_middle(inner, limit)})"
+
+
+def _part_lines(part: Part, *, tool_limit: int) -> list[str]:
+    if isinstance(part, TextPart):
+        return [part.text] if part.text.strip() else []
+    if isinstance(part, ImagePart):
+        return [image_placeholder(part)]
+    if isinstance(part, ToolResultPart):
+        if isinstance(part.content, str):
+            body = part.content
+        else:
+            pieces = []
+            for p in part.content:
+                if isinstance(p, TextPart):
+                    pieces.append(p.text)
+                elif isinstance(p, ImagePart):
+                    pieces.append(image_placeholder(p))
+            body = "\n".join(pieces)
+        return [truncate_middle(body, tool_limit)]
+    return []  # thinking and tool calls are rendered elsewhere or dropped
+
+
+def serialize_transcript(
+    messages: Iterable[Message],
+    *,
+    tool_result_limit: int = TOOL_RESULT_LIMIT,
+    tags: Sequence[str] = FRAMING_TAGS,
+) -> str:
+    """Render messages as a plain-text transcript for a summarization prompt.
+
+    One block per message, each starting with a speaker label (``[User]:``,
+    ``[Assistant]:``, ``[Assistant tool calls]:``, ``[Tool result]:`` ...). Text is escaped
+    (see :func:`escape_text`), tool results are truncated head and tail, images become
+    placeholders and thinking is left out.
+
+    Args:
+        messages: the span to render, oldest first.
+        tool_result_limit: characters kept of each tool result.
+        tags: framing tags the text may not forge.
+    """
+    blocks: list[str] = []
+    for m in messages:
+        texts: list[str] = []
+        calls: list[str] = []
+        results: list[str] = []
+        for part in m.parts:
+            if isinstance(part, ThinkingPart):
+                continue
+            if isinstance(part, ToolCallPart):
+                calls.append(render_tool_call(part))
+            elif isinstance(part, ToolResultPart):
+                label = "[Tool error]" if part.is_error else "[Tool result]"
+                if part.name:
+                    label = f"{label[:-1]} {part.name}]"
+                body = "\n".join(_part_lines(part, tool_limit=tool_result_limit))
+                results.append(f"{label}: {escape_text(body, tags)}")
+            else:
+                texts.extend(_part_lines(part, tool_limit=tool_result_limit))
+        if texts:
+            label = _ROLE_LABEL[m.role]
+            if m.role == "tool":
+                label = "[Tool result]"
+            body = escape_text("\n".join(texts), tags)
+            blocks.append(f"{label}: {body}")
+        if calls:
+            blocks.append("[Assistant tool calls]: " + escape_text("; ".join(calls), tags))
+        blocks.extend(results)
+    return "\n\n".join(blocks)
+
+
+# -- file operations ----------------------------------------------------------------------
+
+_READ_TOOLS = frozenset(
+    {"read", "read_file", "view", "cat", "open", "open_file", "notebookread", "readfile", "ls"}
+)
+_WRITE_TOOLS = frozenset(
+    {
+        "write",
+        "write_file",
+        "create",
+        "create_file",
+        "edit",
+        "multiedit",
+        "edit_file",
+        "str_replace",
+        "str_replace_editor",
+        "str_replace_based_edit_tool",
+        "apply_patch",
+        "notebookedit",
+        "replace",
+        "insert",
+    }
+)
+_SHELL_TOOLS = frozenset({"bash", "shell", "run", "exec", "execute", "terminal", "run_command"})
+_PATH_KEYS = ("file_path", "path", "filename", "file", "notebook_path", "target_file")
+_EDITOR_WRITE_COMMANDS = frozenset({"create", "str_replace", "insert", "undo_edit", "write"})
+_SHELL_READERS = frozenset({"cat", "head", "tail", "less", "more", "wc", "nl", "bat"})
+_SHELL_WRITERS = frozenset({"touch", "rm", "mv", "cp", "mkdir", "tee", "sed", "truncate"})
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.MULTILINE)
+
+
+def _call_args(call: ToolCallPart) -> Mapping[str, Any]:
+    try:
+        args = json.loads(call.arguments) if call.arguments.strip() else {}
+    except ValueError:
+        return {}
+    return args if isinstance(args, Mapping) else {}
+
+
+def _shell_files(command: str) -> tuple[list[str], list[str]]:
+    """Files a simple shell command reads or writes (best effort, never raises)."""
+    reads: list[str] = []
+    writes: list[str] = []
+    for segment in re.split(r"&&|\|\||;|\|", command):
+        try:
+            words = shlex.split(segment, posix=True)
+        except ValueError:
+            words = segment.split()
+        if not words:
+            continue
+        prog = words[0].rsplit("/", 1)[-1]
+        args = [w for w in words[1:] if not w.startswith("-")]
+        if prog in _SHELL_READERS:
+            reads.extend(a for a in args if "/" in a or "." in a)
+        elif prog == "sed" and "-i" in words:
+            writes.extend(a for a in args[1:] if "/" in a or "." in a)
+        elif prog in _SHELL_WRITERS and prog != "sed":
+            writes.extend(a for a in args if "/" in a or "." in a)
+        if ">" in segment:
+            target = segment.rsplit(">", 1)[1].strip().split(" ")[0]
+            if target and target not in ("/dev/null", "&1", "&2"):
+                writes.append(target)
+    return reads, writes
+
+
+def file_operations(messages: Iterable[Message]) -> tuple[set[str], set[str]]:
+    """Paths read and modified by the tool calls in ``messages``.
+
+    Recognizes the common agent tools: Read/Write/Edit-style tools with a path argument,
+    editor tools with a ``command`` (``view`` reads, the others write), ``apply_patch``
+    bodies, and simple shell commands (``cat``, ``sed -i``, redirections ...). Unknown tools
+    are ignored rather than guessed at.
+
+    Returns:
+        ``(read, modified)`` sets of paths, exactly as the calls spelled them.
+    """
+    read: set[str] = set()
+    modified: set[str] = set()
+    for m in messages:
+        if m.role != "assistant":
+            continue
+        for call in m.tool_calls:
+            name = call.name.lower()
+            args = _call_args(call)
+            path = next((args[k] for k in _PATH_KEYS if isinstance(args.get(k), str)), None)
+            command = args.get("command")
+            if name in _SHELL_TOOLS and isinstance(command, str):
+                r, w = _shell_files(command)
+                read.update(r)
+                modified.update(w)
+            elif name in ("str_replace_editor", "str_replace_based_edit_tool") and path:
+                (read if command == "view" else modified).add(path)
+            elif name == "apply_patch":
+                body = args.get("input") or args.get("patch") or call.arguments
+                if isinstance(body, str):
+                    modified.update(p.strip() for p in _PATCH_FILE.findall(body))
+            elif path and name in _WRITE_TOOLS:
+                modified.add(path)
+            elif path and name in _READ_TOOLS:
+                read.add(path)
+            elif name in _EDITOR_WRITE_COMMANDS and path:
+                modified.add(path)
+    return read, modified
