@@ -1,0 +1,33 @@
+"""Strategies: sans-I/O planners that build a context inside a token budget.
+
+Each strategy's ``plan()`` yields a :class:`SummaryCall` whenever it needs a summary and
+returns a :class:`StrategyResult`; :func:`run`, :func:`arun` and :func:`dry_run` drive it.
+"""
+
+from __future__ import annotations
+
+from contextfold.strategies.base import (
+    Strategy,
+    StrategyResult,
+    SummaryCall,
+    SummaryPlacement,
+    arun,
+    dry_run,
+    run,
+)
+from contextfold.strategies.hybrid import Hybrid
+from contextfold.strategies.sliding import SlidingWindow
+from contextfold.strategies.summarization import Summarization
+
+__all__ = [
+    "Hybrid",
+    "SlidingWindow",
+    "Strategy",
+    "StrategyResult",
+    "Summarization",
+    "SummaryCall",
+    "SummaryPlacement",
+    "arun",
+    "dry_run",
+    "run",
+]

@@ -1,0 +1,475 @@
+"""Private helpers shared by the summarizing strategies, pruning and the pipeline.
+
+Everything here works on index positions into the caller's history, so a strategy never
+copies or mutates the input; it only decides where to cut. The pieces:
+
+* :func:`prepare` validates pairing and measures the prefix.
+* :func:`cut_points` lists the safe cut points after the prefix (no tool pair split).
+* :func:`fit_tail` walks units from the newest back while they fit a budget: the sliding
+  window every summarizing strategy falls back to.
+* :func:`assemble` builds ``prefix + [summary] + tail`` inside the budget, trimming the tail
+  pair-safely when the summary alone does not make room.
+* :func:`locate_checkpoint` applies the shared checkpoint rule.
+* :func:`check_summary` turns an unusable answer (failure, empty, not smaller) into a reason.
+* :class:`LoopGuard` stops calling a summarizer after repeated compactions that fail to get
+  under budget.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from contextfold.checkpoints import CheckpointRecord
+from contextfold.errors import BudgetError
+from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from contextfold.strategies.base import (
+    StrategyResult,
+    SummaryPlacement,
+    place_summary,
+    summary_id,
+)
+from contextfold.strategies.sliding import fit_window
+from contextfold.summarizers.base import SummarizationResult, Usage
+from contextfold.tokens.base import TokenCounter
+from contextfold.turns import prefix_length, units, validate
+
+__all__ = [
+    "Assembly",
+    "LoopGuard",
+    "add_usage",
+    "assemble",
+    "build_result",
+    "char_size",
+    "check_summary",
+    "cut_points",
+    "deadline_from",
+    "fit_tail",
+    "locate_checkpoint",
+    "make_summary_id",
+    "message_chars",
+    "prepare",
+    "ranges_of",
+    "recent_start",
+    "require_fit",
+    "summary_message_tokens",
+    "trim_view",
+]
+
+
+def prepare(history: Sequence[Message]) -> int:
+    """Validate the tool-pair invariant and return the prefix length.
+
+    Calls still unanswered at the very end are accepted: an agent may be in the middle of
+    running its tools, and the unit holding them is kept or dropped whole.
+
+    Raises:
+        PairingError: the history breaks the pairing invariant.
+    """
+    validate(history, allow_pending_tail=True)
+    return prefix_length(history)
+
+
+def cut_points(history: Sequence[Message], start: int) -> list[int]:
+    """Sorted indices ``>= start`` where a cut splits no tool pair; ends with ``len(history)``.
+
+    An unanswered call at the end makes its unit run to the end, so ``len(history)`` is
+    always a valid end of the tail.
+    """
+    points = [a for a, _ in units(history, start)]
+    points.append(len(history))
+    return points
+
+
+def fit_tail(
+    history: Sequence[Message],
+    cuts: Sequence[int],
+    budget: int,
+    counter: TokenCounter,
+    *,
+    floor: int = 0,
+) -> int:
+    """The earliest cut ``c >= floor`` in ``cuts`` with ``history[c:]`` within ``budget``.
+
+    Walks units from the newest back, so the cost is proportional to what is kept, not to
+    the length of the history. Returns ``len(history)`` when not even the newest unit fits.
+    """
+    n = len(history)
+    total = 0
+    best = n
+    count = counter.count_message
+    lo = bisect.bisect_left(cuts, floor)
+    for j in range(len(cuts) - 1, lo - 1, -1):
+        c = cuts[j]
+        if c >= n:
+            continue
+        end = cuts[j + 1] if j + 1 < len(cuts) else n
+        total += sum(count(history[i]) for i in range(c, end))
+        if total > budget:
+            break
+        best = c
+    return best
+
+
+def summary_message_tokens(summary: str, placement: SummaryPlacement, counter: TokenCounter) -> int:
+    """Tokens the framed summary costs as a message of its own (an upper bound when merged)."""
+    msg = Message(placement.role, (TextPart(placement.frame(summary)),), id="summary")
+    return counter.count_message(msg)
+
+
+@dataclass(frozen=True, slots=True)
+class Assembly:
+    """A built context and where its verbatim tail starts in the history."""
+
+    messages: list[Message]
+    tokens: int
+    tail_start: int
+
+
+def assemble(
+    history: Sequence[Message],
+    prefix_len: int,
+    *,
+    summary: str | None,
+    placement: SummaryPlacement,
+    summary_msg_id: str,
+    tail_from: int,
+    cuts: Sequence[int],
+    counter: TokenCounter,
+    max_tokens: int | None,
+) -> Assembly | None:
+    """``prefix + [summary] + history[tail_start:]`` with ``tail_start >= tail_from``.
+
+    The tail is trimmed by the sliding window (``sliding.fit_window``: newest whole turns
+    first, whole units when the newest turn alone is too big) until the whole fits
+    ``max_tokens``. Returns None when even the newest unit does not fit next to the prefix
+    and the summary. With ``max_tokens=None`` nothing is trimmed.
+    """
+    n = len(history)
+    prefix = list(history[:prefix_len])
+    if max_tokens is None:
+        start = tail_from
+    else:
+        reserved = 0
+        if summary is not None:
+            reserved = summary_message_tokens(summary, placement, counter)
+        try:
+            fit = fit_window(
+                history,
+                max_tokens,
+                counter,
+                min_start=tail_from,
+                reserved=reserved,
+                check_pairing=False,
+            )
+        except BudgetError:
+            return None
+        start = fit.start
+        if start >= n and tail_from < n:
+            return None
+    while True:
+        tail = list(history[start:])
+        if summary is None:
+            messages = prefix + tail
+        else:
+            messages = place_summary(
+                prefix, summary, tail, placement=placement, message_id=summary_msg_id
+            )
+        tokens = counter.count_messages(messages)
+        if max_tokens is None or tokens <= max_tokens:
+            return Assembly(messages, tokens, start)
+        # A counter that is not additive under merging: give up one more unit.
+        k = bisect.bisect_right(cuts, start)
+        if k >= len(cuts) or cuts[k] >= n:
+            return None
+        start = cuts[k]
+
+
+def require_fit(
+    history: Sequence[Message],
+    prefix_len: int,
+    cuts: Sequence[int],
+    counter: TokenCounter,
+    max_tokens: int,
+) -> None:
+    """Raise :class:`BudgetError` when the prefix and the newest unit cannot fit together.
+
+    Checked before any summarizer call: if this fails, no strategy can build a context.
+    """
+    prefix_tokens = counter.count_messages(history[:prefix_len])
+    n = len(history)
+    newest = 0
+    if prefix_len < n:
+        k = bisect.bisect_left(cuts, n) - 1
+        last = cuts[k] if k >= 0 else prefix_len
+        newest = counter.count_messages(history[last:])
+    required = prefix_tokens + newest
+    if required > max_tokens:
+        what = "the system prefix" if newest == 0 else "the system prefix and the newest message"
+        raise BudgetError(
+            f"{what} need {required} tokens, over the budget of {max_tokens}",
+            budget=max_tokens,
+            required=required,
+        )
+
+
+def locate_checkpoint(
+    history: Sequence[Message],
+    prefix_len: int,
+    checkpoint: CheckpointRecord | None,
+    name: str,
+) -> int | None:
+    """Where the messages after ``checkpoint`` start, or None when it does not apply.
+
+    A checkpoint applies when its strategy is ``name``. If its ``last_covered_id`` is in the
+    history, the messages after the prefix up to it are covered; if not, the caller passed
+    only what follows the checkpoint, so everything after the prefix is new.
+    """
+    if checkpoint is None or checkpoint.strategy != name or not checkpoint.summary.strip():
+        return None
+    target = checkpoint.last_covered_id
+    for i in range(len(history) - 1, prefix_len - 1, -1):
+        if history[i].id == target:
+            return i + 1
+    return prefix_len
+
+
+def check_summary(
+    result: SummarizationResult,
+    *,
+    replaced_tokens: int,
+    placement: SummaryPlacement,
+    counter: TokenCounter,
+) -> tuple[str, str] | None:
+    """``(reason, code)`` when ``result`` cannot be used, else None.
+
+    Fail closed: any failure code, an empty text, or a summary that costs at least as many
+    tokens as what it replaces.
+    """
+    if not result.ok:
+        return (result.reason or "the summarizer failed", result.code or "error")
+    if not result.text.strip():
+        return ("the summarizer returned an empty summary", "empty")
+    cost = summary_message_tokens(result.text, placement, counter)
+    if cost >= replaced_tokens:
+        return (
+            f"the summary ({cost} tokens) is not smaller than what it replaces "
+            f"({replaced_tokens} tokens)",
+            "not_smaller",
+        )
+    return None
+
+
+class LoopGuard:
+    """Counts consecutive compactions that failed to get under budget.
+
+    After ``limit`` such failures the strategy stops calling its summarizer (a compaction
+    loop burns money and changes nothing) and falls back until a compaction succeeds or
+    :meth:`reset` is called. ``limit=0`` disables the guard.
+    """
+
+    __slots__ = ("_lock", "failures", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.failures = 0
+        self._lock = threading.Lock()
+
+    @property
+    def tripped(self) -> bool:
+        """True when the summarizer should not be called."""
+        return self.limit > 0 and self.failures >= self.limit
+
+    def failed(self) -> None:
+        """Record a compaction that did not get under budget."""
+        with self._lock:
+            self.failures += 1
+
+    def succeeded(self) -> None:
+        """Record a compaction that got under budget; the count starts over."""
+        with self._lock:
+            self.failures = 0
+
+    def reset(self) -> None:
+        """Forget past failures."""
+        self.succeeded()
+
+    def describe(self) -> str:
+        """The reason given when the guard is tripped."""
+        return (
+            f"loop guard: {self.failures} consecutive compactions failed to get under "
+            f"budget; the summarizer is not called again until one succeeds or the guard "
+            f"is reset"
+        )
+
+
+def deadline_from(seconds: float | None) -> float | None:
+    """An absolute ``time.monotonic()`` deadline ``seconds`` from now (None passes through)."""
+    return None if seconds is None else time.monotonic() + seconds
+
+
+def ranges_of(indices: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """Compress sorted indices into half-open ``(start, end)`` runs."""
+    out: list[tuple[int, int]] = []
+    for i in indices:
+        if out and out[-1][1] == i:
+            out[-1] = (out[-1][0], i + 1)
+        else:
+            out.append((i, i + 1))
+    return tuple(out)
+
+
+def message_chars(message: Message) -> int:
+    """Characters a message carries: text, thinking, tool arguments and results, names.
+
+    The character measure of the ``SummaryCompactor`` seed: a free proxy for tokens.
+    """
+    total = len(message.name or "")
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            total += len(part.text)
+        elif isinstance(part, ThinkingPart):
+            total += len(part.text) + len(part.data or "")
+        elif isinstance(part, ToolCallPart):
+            total += len(part.name) + len(part.arguments)
+        elif isinstance(part, ToolResultPart):
+            total += len(part.text) + len(part.call_id)
+    return total
+
+
+def char_size(messages: Sequence[Message]) -> int:
+    """Sum of :func:`message_chars` over ``messages``."""
+    return sum(message_chars(m) for m in messages)
+
+
+def add_usage(total: Usage, result: SummarizationResult) -> Usage:
+    """``total`` plus the usage ``result`` reports, if any."""
+    return total + result.usage if result.usage is not None else total
+
+
+def make_summary_id(history: Sequence[Message], start: int, end: int, salt: str) -> str:
+    """A deterministic id for a summary covering ``history[start:end]``."""
+    return summary_id(history[start:end], salt)
+
+
+def build_result(
+    name: str,
+    history: Sequence[Message],
+    counter: TokenCounter,
+    asm: Assembly,
+    *,
+    prefix_len: int,
+    covered_end: int | None,
+    checkpoint: CheckpointRecord | None = None,
+    reused: CheckpointRecord | None = None,
+    fallback: str | None = None,
+    failure_code: str | None = None,
+    usage: Usage | None = None,
+    calls: int = 0,
+    notes: Sequence[str] = (),
+    known_tokens_before: int | None = None,
+) -> StrategyResult:
+    """A :class:`StrategyResult` for ``prefix + [summary] + history[asm.tail_start:]``.
+
+    ``covered_end`` is where the summary's coverage ends (None without a summary). A summary
+    of messages the caller did not pass in (a checkpoint whose covered messages were left
+    out) is recorded as the empty range ``(prefix_len, prefix_len)``, so the result still
+    reports that it carries a summary.
+    """
+    summarized: tuple[tuple[int, int], ...] = ()
+    drop_from = prefix_len
+    if covered_end is not None:
+        summarized = ((prefix_len, covered_end),)
+        drop_from = covered_end
+    dropped = ((drop_from, asm.tail_start),) if asm.tail_start > drop_from else ()
+    kept = tuple(m.id for m in history[:prefix_len]) + tuple(
+        m.id for m in history[asm.tail_start :]
+    )
+    return StrategyResult(
+        messages=tuple(asm.messages),
+        strategy=name,
+        tokens=asm.tokens,
+        history=history,
+        counter=counter,
+        kept=kept,
+        dropped_ranges=dropped,
+        summarized_ranges=summarized,
+        checkpoint=checkpoint,
+        reused_checkpoint=reused,
+        fallback=fallback,
+        failure_code=failure_code,
+        usage=usage if usage is not None else Usage(),
+        summary_calls=calls,
+        notes=tuple(notes),
+        known_tokens_before=known_tokens_before,
+    )
+
+
+def recent_start(cuts: Sequence[int], base_from: int, n: int, keep_recent: int) -> int:
+    """Where the verbatim tail of the newest ``keep_recent`` messages starts.
+
+    The cut moves back to the nearest safe point (keeping a little more) so no tool pair is
+    split; when there is none after ``base_from`` it moves forward instead, but never so far
+    that the tail is empty. Returns ``base_from`` when nothing older can be summarized.
+    """
+    target = max(base_from, n - keep_recent)
+    if target <= base_from:
+        return base_from
+    i = bisect.bisect_right(cuts, target) - 1
+    if i >= 0 and cuts[i] > base_from:
+        return cuts[i]
+    j = bisect.bisect_left(cuts, target)
+    if j < len(cuts) and cuts[j] < n:
+        return cuts[j]
+    return base_from
+
+
+def trim_view(
+    history: Sequence[Message],
+    prefix_len: int,
+    *,
+    summary: str | None,
+    placement: SummaryPlacement,
+    summary_msg_id: str,
+    tail_from: int,
+    cuts: Sequence[int],
+    counter: TokenCounter,
+    max_tokens: int,
+) -> tuple[Assembly, bool]:
+    """The sliding-window fallback, on top of ``summary`` when it still fits.
+
+    Returns the assembly and whether the summary was kept. Without room for the summary next
+    to the newest unit, the summary is left out and the window runs over the whole history.
+    :func:`require_fit` must have passed, so the plain window always fits.
+    """
+    if summary is not None:
+        asm = assemble(
+            history,
+            prefix_len,
+            summary=summary,
+            placement=placement,
+            summary_msg_id=summary_msg_id,
+            tail_from=tail_from,
+            cuts=cuts,
+            counter=counter,
+            max_tokens=max_tokens,
+        )
+        if asm is not None:
+            return asm, True
+    asm = assemble(
+        history,
+        prefix_len,
+        summary=None,
+        placement=placement,
+        summary_msg_id=summary_msg_id,
+        tail_from=prefix_len,
+        cuts=cuts,
+        counter=counter,
+        max_tokens=max_tokens,
+    )
+    if asm is None:  # pragma: no cover - excluded by require_fit
+        raise BudgetError("the newest message does not fit the budget", budget=max_tokens)
+    return asm, False

@@ -1,0 +1,311 @@
+"""Hybrid: a running summary grown chunk by chunk, plus the recent messages verbatim.
+
+When the context is over budget, the oldest ``chunk_size`` messages not yet covered by the
+running summary (the chunk extended to a safe cut point, so no tool pair is split) are
+merged into it with one summarizer call (``kind="update"``, the previous summary passed as
+``previous_summary``: facts that are still true are kept, stale ones dropped). Calls repeat,
+one per chunk, until the context fits, the recent ``keep_recent`` messages are reached, or
+``max_chunks`` calls were made in this plan. What is still over budget after that is trimmed
+by the sliding window and the notes say so.
+
+Nothing is ever re-summarized from scratch: the cost of a compaction is proportional to the
+new chunk, not to the conversation. The running summary travels in the
+:class:`~contextfold.checkpoints.CheckpointRecord` the strategy returns; handed back through
+``checkpoint=``, it is reused without a call while the context fits.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+from contextfold.checkpoints import CheckpointRecord
+from contextfold.messages import Message
+from contextfold.strategies._common import (
+    LoopGuard,
+    add_usage,
+    assemble,
+    build_result,
+    check_summary,
+    cut_points,
+    deadline_from,
+    locate_checkpoint,
+    make_summary_id,
+    prepare,
+    recent_start,
+    require_fit,
+    summary_message_tokens,
+    trim_view,
+)
+from contextfold.strategies.base import (
+    PlanGenerator,
+    StrategyResult,
+    SummaryCall,
+    SummaryPlacement,
+)
+from contextfold.summarizers.base import AsyncSummarizer, Summarizer, SummaryRequest, Usage
+from contextfold.tokens.base import TokenCounter
+
+__all__ = ["Hybrid"]
+
+
+class Hybrid:
+    """A running summary extended one overflow chunk at a time, plus the recent messages.
+
+    Args:
+        max_tokens: the token budget of the context.
+        keep_recent: how many of the newest messages are never summarized (at least 1).
+        chunk_size: messages folded into the summary per call (extended to a safe cut).
+        summarizer: writes and updates the summary (sync or async).
+        placement: the role and framing of the summary message.
+        max_output_tokens: cap passed to the summarizer.
+        instructions: extra focus appended to the summarizer's prompt.
+        deadline_s: seconds all summarizer calls of one plan may take together.
+        max_chunks: most summarizer calls in one plan; bounds the cost of a build that is
+            far over budget (the rest is trimmed now and summarized by later builds).
+        max_failed_compactions: after this many consecutive compactions that fail to get
+            under budget, stop calling the summarizer and fall back (0 disables the guard).
+
+    Raises:
+        ValueError: a numeric option is out of range.
+    """
+
+    def __init__(
+        self,
+        max_tokens: int,
+        *,
+        keep_recent: int,
+        chunk_size: int,
+        summarizer: Summarizer | AsyncSummarizer,
+        placement: SummaryPlacement | None = None,
+        max_output_tokens: int | None = None,
+        instructions: str | None = None,
+        deadline_s: float | None = None,
+        max_chunks: int = 8,
+        max_failed_compactions: int = 3,
+    ) -> None:
+        if max_tokens <= 0:
+            raise ValueError("max_tokens must be positive")
+        if keep_recent < 1:
+            raise ValueError("keep_recent must be at least 1")
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be at least 1")
+        if max_chunks < 1:
+            raise ValueError("max_chunks must be at least 1")
+        if max_failed_compactions < 0:
+            raise ValueError("max_failed_compactions must not be negative")
+        self.max_tokens = max_tokens
+        self.keep_recent = keep_recent
+        self.chunk_size = chunk_size
+        self.summarizer = summarizer
+        self.placement = placement if placement is not None else SummaryPlacement()
+        self.max_output_tokens = max_output_tokens
+        self.instructions = instructions
+        self.deadline_s = deadline_s
+        self.max_chunks = max_chunks
+        self.guard = LoopGuard(max_failed_compactions)
+
+    @property
+    def name(self) -> str:
+        """``"hybrid"``."""
+        return "hybrid"
+
+    def __repr__(self) -> str:
+        return (
+            f"Hybrid(max_tokens={self.max_tokens}, keep_recent={self.keep_recent}, "
+            f"chunk_size={self.chunk_size})"
+        )
+
+    def plan(
+        self,
+        messages: Sequence[Message],
+        /,
+        *,
+        counter: TokenCounter,
+        checkpoint: CheckpointRecord | None = None,
+    ) -> PlanGenerator:
+        """Build the context; yields one summary call per chunk. See the class docstring.
+
+        Raises:
+            PairingError: the history breaks the tool-pair invariant (before any call).
+            BudgetError: the system prefix and the newest message cannot fit the budget.
+        """
+        history = messages
+        n = len(history)
+        p = prepare(history)
+        cuts = cut_points(history, p)
+        require_fit(history, p, cuts, counter, self.max_tokens)
+        name = self.name
+        placement = self.placement
+        covered = locate_checkpoint(history, p, checkpoint, name)
+        prior = checkpoint if covered is not None else None
+        covered_end = covered if covered is not None else p
+        running = prior.summary.strip() if prior is not None else None
+        salt = name + (prior.id if prior is not None else "")
+
+        def view_tokens(summary: str | None, end: int) -> int:
+            fixed = counter.count_messages(history[:p]) + counter.count_messages(history[end:])
+            if summary is not None:
+                fixed += summary_message_tokens(summary, placement, counter)
+            return fixed
+
+        before = view_tokens(running, covered_end)
+        if before <= self.max_tokens:
+            view = assemble(
+                history,
+                p,
+                summary=running,
+                placement=placement,
+                summary_msg_id=make_summary_id(history, p, covered_end, salt),
+                tail_from=covered_end,
+                cuts=cuts,
+                counter=counter,
+                max_tokens=None,
+            )
+            assert view is not None
+            self.guard.succeeded()  # no pressure: a tripped guard may try again next time
+            note = (
+                "reused the running summary: it and the newer messages fit the budget"
+                if prior is not None
+                else "the history fits the budget"
+            )
+            return build_result(
+                name,
+                history,
+                counter,
+                view,
+                prefix_len=p,
+                covered_end=covered,
+                reused=prior,
+                notes=[note],
+            )
+
+        limit = recent_start(cuts, covered_end, n, self.keep_recent)
+        usage = Usage()
+        calls = 0
+        chunks = 0
+        notes: list[str] = []
+        fallback: str | None = None
+        failure_code: str | None = None
+        last_model: str | None = None
+        last_details: dict[str, object] = {}
+        deadline = deadline_from(self.deadline_s)
+        if self.guard.tripped and limit > covered_end:
+            fallback = self.guard.describe()
+        while fallback is None and covered_end < limit and chunks < self.max_chunks:
+            if view_tokens(running, covered_end) <= self.max_tokens:
+                break
+            end = _chunk_end(cuts, covered_end + self.chunk_size, limit)
+            chunk = tuple(history[covered_end:end])
+            request = SummaryRequest(
+                chunk,
+                previous_summary=running,
+                kind="update" if running is not None else "summary",
+                instructions=self.instructions,
+                max_output_tokens=self.max_output_tokens,
+                deadline=deadline,
+            )
+            replaced = counter.count_messages(chunk)
+            if running is not None:
+                replaced += summary_message_tokens(running, placement, counter)
+            result = yield SummaryCall(self.summarizer, request)
+            calls += 1
+            usage = add_usage(usage, result)
+            problem = check_summary(
+                result, replaced_tokens=replaced, placement=placement, counter=counter
+            )
+            if problem is not None:
+                fallback, failure_code = problem
+                break
+            running = result.text.strip()
+            covered_end = end
+            chunks += 1
+            last_model = result.model or last_model
+            last_details = dict(result.details)
+        if chunks:
+            notes.append(
+                f"folded {chunks} chunk{'s' if chunks > 1 else ''} "
+                f"({covered_end - (covered if covered is not None else p)} messages) "
+                "into the running summary"
+            )
+        if fallback is not None:
+            notes.append(f"fell back: {fallback}")
+
+        sid = make_summary_id(history, p, covered_end, salt if not chunks else name)
+        asm, with_summary = trim_view(
+            history,
+            p,
+            summary=running,
+            placement=placement,
+            summary_msg_id=sid,
+            tail_from=covered_end,
+            cuts=cuts,
+            counter=counter,
+            max_tokens=self.max_tokens,
+        )
+        guard_stop = fallback is not None and calls == 0
+        trimmed = asm.tail_start > covered_end or not with_summary
+        bounded = fallback is None and chunks >= self.max_chunks and covered_end < limit
+        if trimmed and bounded:
+            notes.append(
+                f"stopped after {chunks} chunks (max_chunks); the rest was trimmed with the "
+                "sliding window and will be summarized by later builds"
+            )
+        elif trimmed:
+            notes.append("still over budget: trimmed the newer messages with the sliding window")
+        if not guard_stop:
+            if fallback is not None or (trimmed and not bounded and calls):
+                self.guard.failed()
+            elif calls:
+                self.guard.succeeded()
+
+        record: CheckpointRecord | None = None
+        if chunks and with_summary and running is not None:
+            details: dict[str, object] = {
+                "chunks": chunks,
+                "covered_messages": covered_end - p,
+                "chunk_size": self.chunk_size,
+            }
+            if last_details:
+                details["summarizer"] = last_details
+            prompt_hash = last_details.get("prompt_hash")
+            record = CheckpointRecord(
+                summary=running,
+                last_covered_id=history[covered_end - 1].id,
+                first_kept_id=history[asm.tail_start].id if asm.tail_start < n else None,
+                strategy=name,
+                previous_id=prior.id if prior is not None else None,
+                model=last_model,
+                prompt_hash=prompt_hash if isinstance(prompt_hash, str) else None,
+                tokens_before=before,
+                tokens_after=asm.tokens,
+                usage=usage,
+                details=details,
+            )
+        covered_out: int | None = None
+        if with_summary and running is not None:
+            covered_out = covered_end
+        result_obj: StrategyResult = build_result(
+            name,
+            history,
+            counter,
+            asm,
+            prefix_len=p,
+            covered_end=covered_out,
+            checkpoint=record,
+            reused=prior if (with_summary and not chunks) else None,
+            fallback=fallback,
+            failure_code=failure_code,
+            usage=usage,
+            calls=calls,
+            notes=notes,
+        )
+        return result_obj
+
+
+def _chunk_end(cuts: Sequence[int], target: int, limit: int) -> int:
+    """The first safe cut at or after ``target``, never past ``limit`` (itself a safe cut)."""
+    if target >= limit:
+        return limit
+    j = bisect.bisect_left(cuts, target)
+    return min(cuts[j], limit) if j < len(cuts) else limit

@@ -1,0 +1,328 @@
+"""Summarization: everything older than the recent tail becomes one summary message.
+
+When the history is over budget, the messages between the system prefix and the newest
+``keep_recent`` messages are condensed into a single summary, placed right after the prefix.
+The cut moves to a safe point so no tool call is separated from its results.
+
+A summary is made only when needed. The strategy returns a
+:class:`~contextfold.checkpoints.CheckpointRecord`; handed back through ``checkpoint=`` on the
+next request, it is reused as long as ``prefix + summary + newer messages`` fits, so a span
+is not summarized again on every request. When it no longer fits, the older span is
+summarized afresh in one call (this is what distinguishes the strategy from
+:class:`~contextfold.strategies.Hybrid`, which grows its summary chunk by chunk). If the
+covered messages were not passed in (a memory that loads only what follows the checkpoint),
+the prior summary is merged instead (``kind="update"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from contextfold.checkpoints import CheckpointRecord
+from contextfold.messages import Message
+from contextfold.strategies._common import (
+    LoopGuard,
+    add_usage,
+    assemble,
+    build_result,
+    check_summary,
+    cut_points,
+    deadline_from,
+    locate_checkpoint,
+    make_summary_id,
+    prepare,
+    recent_start,
+    require_fit,
+    summary_message_tokens,
+    trim_view,
+)
+from contextfold.strategies.base import (
+    PlanGenerator,
+    StrategyResult,
+    SummaryCall,
+    SummaryPlacement,
+)
+from contextfold.summarizers.base import AsyncSummarizer, Summarizer, SummaryRequest, Usage
+from contextfold.tokens.base import TokenCounter
+
+__all__ = ["Summarization"]
+
+
+class Summarization:
+    """Summarize everything older than the newest ``keep_recent`` messages, once needed.
+
+    Args:
+        max_tokens: the token budget of the context.
+        keep_recent: how many of the newest messages stay verbatim (at least 1). The cut is
+            moved back to a safe point, so a few more may stay to keep tool pairs whole.
+        summarizer: writes the summary (sync or async; see :mod:`contextfold.summarizers`).
+        placement: the role and framing of the summary message.
+        max_output_tokens: cap passed to the summarizer.
+        instructions: extra focus appended to the summarizer's prompt.
+        deadline_s: seconds the summarizer may take per plan; past it the call fails with
+            ``timeout`` and the strategy falls back.
+        max_failed_compactions: after this many consecutive compactions that fail to get
+            under budget, stop calling the summarizer and fall back (0 disables the guard).
+
+    Raises:
+        ValueError: a numeric option is out of range.
+    """
+
+    def __init__(
+        self,
+        max_tokens: int,
+        *,
+        keep_recent: int,
+        summarizer: Summarizer | AsyncSummarizer,
+        placement: SummaryPlacement | None = None,
+        max_output_tokens: int | None = None,
+        instructions: str | None = None,
+        deadline_s: float | None = None,
+        max_failed_compactions: int = 3,
+    ) -> None:
+        if max_tokens <= 0:
+            raise ValueError("max_tokens must be positive")
+        if keep_recent < 1:
+            raise ValueError("keep_recent must be at least 1")
+        if max_failed_compactions < 0:
+            raise ValueError("max_failed_compactions must not be negative")
+        self.max_tokens = max_tokens
+        self.keep_recent = keep_recent
+        self.summarizer = summarizer
+        self.placement = placement if placement is not None else SummaryPlacement()
+        self.max_output_tokens = max_output_tokens
+        self.instructions = instructions
+        self.deadline_s = deadline_s
+        self.guard = LoopGuard(max_failed_compactions)
+
+    @property
+    def name(self) -> str:
+        """``"summary"``."""
+        return "summary"
+
+    def __repr__(self) -> str:
+        return f"Summarization(max_tokens={self.max_tokens}, keep_recent={self.keep_recent})"
+
+    def plan(
+        self,
+        messages: Sequence[Message],
+        /,
+        *,
+        counter: TokenCounter,
+        checkpoint: CheckpointRecord | None = None,
+    ) -> PlanGenerator:
+        """Build the context; yields at most one summary call. See the class docstring.
+
+        Raises:
+            PairingError: the history breaks the tool-pair invariant (before any call).
+            BudgetError: the system prefix and the newest message cannot fit the budget.
+        """
+        history = messages
+        n = len(history)
+        p = prepare(history)
+        cuts = cut_points(history, p)
+        require_fit(history, p, cuts, counter, self.max_tokens)
+        name = self.name
+        placement = self.placement
+        covered = locate_checkpoint(history, p, checkpoint, name)
+        prior = checkpoint if covered is not None else None
+        base_from = covered if covered is not None else p
+        prior_text = prior.summary.strip() if prior is not None else None
+        prior_sid = make_summary_id(history, p, base_from, name + (prior.id if prior else ""))
+
+        view = assemble(
+            history,
+            p,
+            summary=prior_text,
+            placement=placement,
+            summary_msg_id=prior_sid,
+            tail_from=base_from,
+            cuts=cuts,
+            counter=counter,
+            max_tokens=None,
+        )
+        assert view is not None  # no budget given: never trimmed
+        if view.tokens <= self.max_tokens:
+            self.guard.succeeded()  # no pressure: a tripped guard may try again next time
+            note = (
+                "reused the checkpoint: summary and newer messages fit the budget"
+                if prior is not None
+                else "the history fits the budget"
+            )
+            return build_result(
+                name,
+                history,
+                counter,
+                view,
+                prefix_len=p,
+                covered_end=covered,
+                reused=prior,
+                notes=[note],
+            )
+
+        def fallback(
+            reason: str,
+            code: str | None,
+            *,
+            usage: Usage | None = None,
+            calls: int = 0,
+            notes: Sequence[str] = (),
+        ) -> StrategyResult:
+            asm, with_summary = trim_view(
+                history,
+                p,
+                summary=prior_text,
+                placement=placement,
+                summary_msg_id=prior_sid,
+                tail_from=base_from,
+                cuts=cuts,
+                counter=counter,
+                max_tokens=self.max_tokens,
+            )
+            how = (
+                "kept the previous summary and trimmed the newer messages with the sliding window"
+                if with_summary
+                else "trimmed with the sliding window"
+            )
+            return build_result(
+                name,
+                history,
+                counter,
+                asm,
+                prefix_len=p,
+                covered_end=covered if with_summary else None,
+                reused=prior if with_summary else None,
+                fallback=reason,
+                failure_code=code,
+                usage=usage,
+                calls=calls,
+                notes=[*notes, f"fell back: {reason}; {how}"],
+            )
+
+        k = recent_start(cuts, base_from, n, self.keep_recent)
+        if k <= base_from:
+            asm, with_summary = trim_view(
+                history,
+                p,
+                summary=prior_text,
+                placement=placement,
+                summary_msg_id=prior_sid,
+                tail_from=base_from,
+                cuts=cuts,
+                counter=counter,
+                max_tokens=self.max_tokens,
+            )
+            return build_result(
+                name,
+                history,
+                counter,
+                asm,
+                prefix_len=p,
+                covered_end=covered if with_summary else None,
+                reused=prior if with_summary else None,
+                notes=[
+                    "nothing older than the recent messages to summarize; "
+                    "trimmed with the sliding window"
+                ],
+            )
+        if self.guard.tripped:
+            return fallback(self.guard.describe(), None)
+
+        span = tuple(history[p:k])
+        found = covered is not None and covered > p
+        if prior is not None and not found:
+            request = SummaryRequest(
+                span,
+                previous_summary=prior_text,
+                kind="update",
+                instructions=self.instructions,
+                max_output_tokens=self.max_output_tokens,
+                deadline=deadline_from(self.deadline_s),
+            )
+        else:
+            request = SummaryRequest(
+                span,
+                kind="summary",
+                instructions=self.instructions,
+                max_output_tokens=self.max_output_tokens,
+                deadline=deadline_from(self.deadline_s),
+            )
+        replaced = counter.count_messages(history[base_from:k])
+        if prior_text is not None:
+            replaced += summary_message_tokens(prior_text, placement, counter)
+        result = yield SummaryCall(self.summarizer, request)
+        usage = add_usage(Usage(), result)
+        problem = check_summary(
+            result, replaced_tokens=replaced, placement=placement, counter=counter
+        )
+        if problem is not None:
+            self.guard.failed()
+            reason, code = problem
+            return fallback(reason, code, usage=usage, calls=1)
+
+        text = result.text.strip()
+        sid = make_summary_id(history, p, k, name)
+        built = assemble(
+            history,
+            p,
+            summary=text,
+            placement=placement,
+            summary_msg_id=sid,
+            tail_from=k,
+            cuts=cuts,
+            counter=counter,
+            max_tokens=self.max_tokens,
+        )
+        if built is None:
+            self.guard.failed()
+            return fallback(
+                "the new summary and the newest message do not fit the budget together",
+                None,
+                usage=usage,
+                calls=1,
+            )
+        asm = built
+        notes = [f"summarized {k - p} messages into one summary ({len(text)} characters)"]
+        if asm.tail_start > k:
+            self.guard.failed()
+            notes.append(
+                f"the summary and the newest {n - k} messages were still over budget; "
+                f"dropped {asm.tail_start - k} more with the sliding window"
+            )
+        else:
+            self.guard.succeeded()
+        details: dict[str, object] = {"covered_messages": k - p, "mode": request.kind}
+        if result.details:
+            details["summarizer"] = dict(result.details)
+        record = CheckpointRecord(
+            summary=text,
+            last_covered_id=history[k - 1].id,
+            first_kept_id=history[asm.tail_start].id if asm.tail_start < n else None,
+            strategy=name,
+            previous_id=prior.id if prior is not None else None,
+            model=result.model,
+            prompt_hash=_prompt_hash(result.details),
+            tokens_before=view.tokens,
+            tokens_after=asm.tokens,
+            usage=result.usage,
+            details=details,
+        )
+        return build_result(
+            name,
+            history,
+            counter,
+            asm,
+            prefix_len=p,
+            covered_end=k,
+            checkpoint=record,
+            usage=usage,
+            calls=1,
+            notes=notes,
+        )
+
+
+def _prompt_hash(details: Mapping[str, Any]) -> str | None:
+    """The prompt hash a summarizer reported in its result details, if any."""
+    value = details.get("prompt_hash")
+    return value if isinstance(value, str) else None
