@@ -76,6 +76,7 @@ def fit_window(
     *,
     min_start: int | None = None,
     reserved: int = 0,
+    whole_turns: bool = True,
     check_pairing: bool = True,
 ) -> WindowFit:
     """Find the newest pair-safe tail of ``messages`` that fits ``budget`` with the prefix.
@@ -90,6 +91,9 @@ def fit_window(
             boundary.
         reserved: tokens already committed besides the messages (tool schemas, a summary
             message, room for the answer). They count against ``budget``.
+        whole_turns: keep whole turns while the newest one fits (the sliding window). When
+            False, keep as many whole units as fit, which may start the tail on an assistant
+            message (what :func:`contextfold.transforms.trim_to_token_budget` does).
         check_pairing: validate the tool pairing of the kept tail (only the kept part is
             checked, so the cost stays bounded by the budget).
 
@@ -154,10 +158,10 @@ def fit_window(
             call_id=call_id,
         )
 
-    if best_turn < n:
+    if best_turn < n and whole_turns:
         start, tail_tokens, split = best_turn, best_turn_tokens, False
     elif best_unit < n:
-        start, tail_tokens, split = best_unit, best_unit_tokens, True
+        start, tail_tokens, split = best_unit, best_unit_tokens, best_unit != best_turn
     elif n == floor:
         start, tail_tokens, split = n, 0, False
     else:

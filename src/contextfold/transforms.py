@@ -1,0 +1,250 @@
+"""Pure request transforms: map the stored conversation to the list that is sent.
+
+These are plain functions of a message list, for callers that keep their own history and
+only want to trim it before each request. They never modify their input and return the
+*same list object* when nothing changes, so a caller can cheaply tell whether anything was
+done (``out is messages``).
+
+Shared rules:
+
+* The leading system and developer messages are always kept, in order. Only *leading* ones
+  are: a system message later in the conversation stays where it is and counts as an
+  ordinary message.
+* Tool pairs are never split. The window moves forward past a leading tool result (and past
+  the rest of a tool-call unit it lands in), so it never starts on a result whose call was
+  left out; an orphaned result inside the kept part, or a call left without its results,
+  raises :class:`~contextfold.errors.PairingError` naming the message. Results carried in a
+  user message (Anthropic's shape) are handled like ``tool`` messages.
+* A summary is injected only when a real message was dropped (not merely an orphaned tool
+  result at the start) and its stripped text is not empty.
+
+The cost of each function is proportional to what is kept, not to the length of the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from contextfold.errors import BudgetError, PairingError
+from contextfold.messages import Message
+from contextfold.strategies.base import SummaryPlacement, place_summary, summary_id
+from contextfold.strategies.sliding import fit_window
+from contextfold.tokens.base import TokenCounter
+from contextfold.turns import is_turn_start, prefix_length, validate
+
+__all__ = [
+    "DEFAULT_SUMMARY_LABEL",
+    "keep_last_messages",
+    "keep_last_with_summary",
+    "trim_to_token_budget",
+]
+
+DEFAULT_SUMMARY_LABEL = "Summary of earlier conversation:"
+
+
+def keep_last_messages(messages: Sequence[Message], count: int) -> list[Message]:
+    """Keep the leading system messages and the last ``count`` other messages.
+
+    The window is moved forward to the next point where no tool pair is split, so fewer
+    than ``count`` messages may be kept. An orphaned tool result right after the system
+    messages is dropped too.
+
+    Args:
+        messages: the conversation (not modified).
+        count: how many messages after the leading system/developer messages to keep.
+
+    Returns:
+        ``messages`` itself when nothing is dropped (a list is returned as is; any other
+        sequence is copied into a list), otherwise a new list.
+
+    Raises:
+        BudgetError: ``count`` is negative.
+        PairingError: the kept part has an orphaned tool result or an unanswered call.
+    """
+    prefix_end, start, _ = _last_window(messages, count)
+    if start == prefix_end:
+        return _same(messages)
+    return [*messages[:prefix_end], *messages[start:]]
+
+
+def keep_last_with_summary(
+    messages: Sequence[Message],
+    summary: str | Callable[[], str | None] | None,
+    count: int,
+    *,
+    label: str = DEFAULT_SUMMARY_LABEL,
+    role: Literal["system", "user", "assistant"] = "system",
+) -> list[Message]:
+    """Keep the system messages and the last ``count`` messages, with a summary of the rest.
+
+    The summary message is ``label`` on its own line followed by the summary text, placed
+    right after the leading system messages. It is injected only when a real message was
+    dropped and the stripped text is not empty; a callable ``summary`` is called only then,
+    so an expensive summary is never produced for nothing. Its id is derived from the span it
+    stands for, so the same input always gives the same output.
+
+    Args:
+        messages: the conversation (not modified).
+        summary: the summary text, or a zero-argument callable returning it.
+        count: how many messages after the leading system/developer messages to keep.
+        label: the first line of the summary message (empty for none).
+        role: the summary message's role. ``system`` follows the original design; use
+            ``user`` for providers that accept a single leading system message only.
+
+    Returns:
+        ``messages`` itself when nothing is dropped, otherwise a new list.
+
+    Raises:
+        BudgetError: ``count`` is negative.
+        PairingError: the kept part has an orphaned tool result or an unanswered call.
+    """
+    prefix_end, start, real_start = _last_window(messages, count)
+    if start == prefix_end:
+        return _same(messages)
+    prefix = messages[:prefix_end]
+    kept = messages[start:]
+    if start > real_start:
+        text = summary() if callable(summary) else summary
+        if text is not None and text.strip():
+            placement = SummaryPlacement(role=role, style="label", label=label)
+            covered = (messages[real_start], messages[start - 1])
+            return place_summary(
+                prefix,
+                text,
+                kept,
+                placement=placement,
+                message_id=summary_id(covered, salt=f"keep_last:{start - real_start}"),
+            )
+    return [*prefix, *kept]
+
+
+def trim_to_token_budget(
+    messages: Sequence[Message],
+    max_tokens: int,
+    *,
+    counter: TokenCounter | None = None,
+) -> list[Message]:
+    """Keep the leading system messages and the newest messages that fit ``max_tokens``.
+
+    System messages count against the budget. The cut falls at message granularity (whole
+    tool-call units), so the result may start on an assistant message; use
+    :class:`~contextfold.strategies.sliding.SlidingWindow` to keep whole turns. Unlike the
+    original design, nothing over budget is ever returned: when the system messages, or the
+    system messages plus the newest unit, cannot fit, :class:`BudgetError` says so.
+
+    Args:
+        messages: the conversation (not modified).
+        max_tokens: the token budget.
+        counter: the counter to use (default: :class:`~contextfold.tokens.ApproxCounter`,
+            four characters per token).
+
+    Returns:
+        ``messages`` itself when everything fits, otherwise a new list.
+
+    Raises:
+        BudgetError: the budget cannot be met (the error says why, with ``required``).
+        PairingError: the kept part has an orphaned tool result or an unanswered call.
+    """
+    if counter is None:
+        from contextfold.tokens.approx import ApproxCounter
+
+        counter = ApproxCounter()
+    prefix_end = prefix_length(messages)
+    lead = _leading_results(messages, prefix_end, len(messages))
+    fit = fit_window(messages, max_tokens, counter, min_start=prefix_end + lead, whole_turns=False)
+    if fit.start == prefix_end:
+        return _same(messages)
+    return fit.messages(messages)
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _same(messages: Sequence[Message]) -> list[Message]:
+    return messages if isinstance(messages, list) else list(messages)
+
+
+def _leading_results(messages: Sequence[Message], begin: int, end: int) -> int:
+    """How many tool-result-only messages follow ``begin`` (orphans: no call precedes them)."""
+    n = 0
+    while begin + n < end and _carries_results_only(messages[begin + n]):
+        n += 1
+    return n
+
+
+def _carries_results_only(message: Message) -> bool:
+    return message.is_tool_result_only
+
+
+def _last_window(messages: Sequence[Message], count: int) -> tuple[int, int, int]:
+    """``(prefix_end, start, real_start)`` for keeping the last ``count`` messages.
+
+    ``start`` is the first kept message after the prefix; ``real_start`` the first message
+    after the leading orphaned tool results, so ``start > real_start`` means something real
+    was dropped.
+    """
+    if count < 0:
+        raise BudgetError(f"count must not be negative, got {count}")
+    n = len(messages)
+    prefix_end = prefix_length(messages)
+    nominal = max(prefix_end, n - count)
+    lead = _leading_results(messages, prefix_end, n)
+    real_start = prefix_end + lead
+    floor = max(nominal, real_start)
+    if floor >= n:
+        return prefix_end, n, real_start
+    # Walk back from the end to the floor, tracking results whose call is not in the tail.
+    pending: dict[str, int] = {}
+    first_safe_after: int = n  # the smallest safe cut > floor seen so far
+    for i in range(n - 1, floor - 1, -1):
+        for part in messages[i].parts:
+            if part.kind == "tool_call":
+                pending.pop(part.id, None)
+            elif part.kind == "tool_result":
+                pending[part.call_id] = i
+        if not pending and i > floor:
+            first_safe_after = i
+    if not pending:
+        start = floor
+    else:
+        # The floor lands inside a tool-call unit whose call is older: move forward to the
+        # unit's end. First make sure each such call exists, looking back no further than the
+        # start of the current turn (a unit never spans a turn), so an orphaned result in the
+        # kept part is reported rather than silently dropped.
+        _resolve_calls(messages, floor, prefix_end, dict(pending))
+        start = first_safe_after
+    if start < n:
+        try:
+            validate(messages[start:])
+        except PairingError as exc:
+            where = None if exc.index is None else exc.index + start
+            raise PairingError(
+                f"in the kept messages from {start}: {exc} (message {where} of the input)",
+                index=where,
+                call_id=exc.call_id,
+            ) from exc
+    return prefix_end, start, real_start
+
+
+def _resolve_calls(
+    messages: Sequence[Message], floor: int, stop: int, pending: dict[str, int]
+) -> None:
+    """Raise :class:`PairingError` unless every pending result's call precedes ``floor``."""
+    j = floor - 1
+    while pending and j >= stop:
+        m = messages[j]
+        for c in m.tool_calls:
+            pending.pop(c.id, None)
+        if not pending or m.role in ("system", "developer"):
+            break
+        if is_turn_start(m) and not m.tool_results:
+            break
+        j -= 1
+    if pending:
+        call_id, at = min(pending.items(), key=lambda kv: kv[1])
+        raise PairingError(
+            f"tool result for {call_id!r} at message {at} has no matching call",
+            index=at,
+            call_id=call_id,
+        )
