@@ -190,7 +190,8 @@ def test_no_summary_when_only_a_leading_orphan_was_skipped() -> None:
     assert ids(out) == ["s", "u", "a"]
     assert source.n == 0
     out = keep_last_with_summary(history, source, 1)
-    assert ids(out)[0] == "s" and ids(out)[-1] == "a"
+    assert ids(out)[0] == "s"
+    assert ids(out)[-1] == "a"
     assert out[1].text.endswith("should not appear")
     assert source.n == 1
 
