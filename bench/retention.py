@@ -1,0 +1,418 @@
+"""Retention benchmark: how much of what matters survives compaction.
+
+Two measurements, both on real data under ``../shared/data`` (never copied into the repo):
+
+1. **LoCoMo QA answers.** Each of the 10 long two-person chats becomes a message list
+   (speaker A as ``user``, speaker B as ``assistant``, the session date in front of each
+   session's first message). A context is built at 5%, 10% and 25% of the conversation's
+   tokens with every offline strategy (and LangChain ``trim_messages`` with the same counter).
+   Score: the share of QA answers (categories 1-4) whose normalized answer (lowercase,
+   punctuation removed, whitespace collapsed) appears as whole words in the normalized
+   context, among those that appear in the full conversation.
+2. **Claude Code file paths.** Each main session holds Claude Code's own compaction. The
+   compacted span is everything before the ``compact_boundary`` record; the budget is the
+   character length of Claude Code's own summary. Score: the share of file paths mentioned at
+   least twice in the span that appear in (a) Claude Code's summary and (b) our
+   Checkpoint + ExtractiveSummarizer checkpoint written within that budget.
+
+Also reported: ExtractiveSummarizer throughput in MB of transcript text per second.
+
+Run: ``python -m bench.retention [--tiny]`` (tiny: one conversation, one session). Prints
+Markdown tables and writes ``bench/out/retention.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from contextfold.strategies.base import run
+from contextfold.strategies.checkpoint import Checkpoint
+from contextfold.strategies.sliding import SlidingWindow
+from contextfold.summarizers.base import SummaryRequest
+from contextfold.summarizers.extractive import ExtractiveSummarizer
+from contextfold.tokens.approx import ApproxCounter
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+OUT = ROOT / "bench" / "out"
+FRACTIONS = (0.05, 0.10, 0.25)
+
+# -- text normalization -----------------------------------------------------------------------
+
+_PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
+_WS = re.compile(r"\s+")
+
+
+def normalize(text: str) -> str:
+    """Lowercase, punctuation removed, whitespace collapsed."""
+    return _WS.sub(" ", _PUNCT.sub("", text.lower())).strip()
+
+
+def context_text(messages: Iterable[Message]) -> str:
+    """Everything a model would read in a context: text, tool calls and results."""
+    out: list[str] = []
+    for m in messages:
+        for p in m.parts:
+            if isinstance(p, TextPart):
+                out.append(p.text)
+            elif isinstance(p, ToolResultPart):
+                out.append(p.text)
+            elif isinstance(p, ToolCallPart):
+                out.append(p.arguments)
+    return "\n".join(out)
+
+
+# -- LoCoMo -------------------------------------------------------------------------------------
+
+
+def locomo_messages(sample: dict[str, Any]) -> list[Message]:
+    """Speaker A -> user, B -> assistant; the session date opens each session."""
+    conv = sample["conversation"]
+    a = conv["speaker_a"]
+    sessions = sorted(int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k))
+    out: list[Message] = []
+    for s in sessions:
+        date = conv.get(f"session_{s}_date_time", "")
+        for j, turn in enumerate(conv[f"session_{s}"]):
+            text = turn["text"]
+            if turn.get("blip_caption"):
+                text += f" [shares {turn['blip_caption']}]"
+            if j == 0 and date:
+                text = f"[{date}] {text}"
+            role = "user" if turn["speaker"] == a else "assistant"
+            out.append(Message(role, (TextPart(text),), id=turn["dia_id"], name=turn["speaker"]))
+    return out
+
+
+def answers_present(sample: dict[str, Any], full_norm: str) -> list[str]:
+    """Normalized answers (categories 1-4) that appear in the full conversation."""
+    out = []
+    padded = f" {full_norm} "
+    for q in sample["qa"]:
+        if q.get("category") == 5 or "answer" not in q:
+            continue
+        ans = normalize(str(q["answer"]))
+        if ans and f" {ans} " in padded:
+            out.append(ans)
+    return out
+
+
+def retained(answers: Sequence[str], messages: Iterable[Message]) -> float:
+    padded = f" {normalize(context_text(messages))} "
+    hits = sum(1 for a in answers if f" {a} " in padded)
+    return hits / len(answers) if answers else 0.0
+
+
+def langchain_trim(messages: Sequence[Message], budget: int, counter: ApproxCounter) -> list[Message]:
+    """LangChain ``trim_messages`` (last, start on human) with our counter."""
+    from langchain_core.messages import AIMessage, HumanMessage, trim_messages
+
+    lc = [
+        (HumanMessage if m.role == "user" else AIMessage)(content=m.text, id=m.id, name=m.name)
+        for m in messages
+    ]
+    by_id = {m.id: m for m in messages}
+
+    def count(ms: list[Any]) -> int:
+        return sum(counter.count_message(by_id[x.id]) for x in ms)
+
+    kept = trim_messages(
+        lc, max_tokens=budget, token_counter=count, strategy="last", start_on="human"
+    )
+    return [by_id[x.id] for x in kept]
+
+
+def locomo_strategies(budget: int) -> dict[str, Callable[[Sequence[Message]], list[Message]]]:
+    counter = ApproxCounter()
+    out: dict[str, Callable[[Sequence[Message]], list[Message]]] = {}
+    out["SlidingWindow"] = lambda ms: list(run(SlidingWindow(budget), ms, counter=counter).messages)
+    out["Checkpoint+Extractive"] = lambda ms: list(
+        run(
+            Checkpoint(
+                ExtractiveSummarizer(max_output_tokens=budget),
+                max_tokens=budget,
+                keep_recent_tokens=budget // 5,
+            ),
+            ms,
+            counter=counter,
+        ).messages
+    )
+    try:
+        from contextfold.strategies import Summarization
+
+        out["Summarization+Extractive"] = lambda ms: list(
+            run(
+                Summarization(
+                    budget,
+                    keep_recent=8,
+                    summarizer=ExtractiveSummarizer(max_output_tokens=budget),
+                    max_output_tokens=int(budget * 0.7),
+                ),
+                ms,
+                counter=counter,
+            ).messages
+        )
+    except ImportError:
+        pass
+    try:
+        from contextfold.strategies import Hybrid
+
+        out["Hybrid+Extractive"] = lambda ms: list(
+            run(
+                Hybrid(
+                    budget,
+                    keep_recent=8,
+                    chunk_size=max(8, len(ms) // 8),
+                    summarizer=ExtractiveSummarizer(max_output_tokens=budget),
+                    max_output_tokens=int(budget * 0.7),
+                ),
+                ms,
+                counter=counter,
+            ).messages
+        )
+    except ImportError:
+        pass
+    try:
+        import langchain_core  # noqa: F401
+
+        out["langchain trim_messages"] = lambda ms: langchain_trim(ms, budget, counter)
+    except ImportError:
+        pass
+    return out
+
+
+def bench_locomo(tiny: bool) -> dict[str, Any]:
+    samples = json.loads((DATA / "locomo" / "locomo10.json").read_text())
+    if tiny:
+        samples = samples[:1]
+    counter = ApproxCounter()
+    # scores[strategy][fraction] = list of (hits, total)
+    scores: dict[str, dict[float, list[tuple[float, int]]]] = {}
+    errors: list[str] = []
+    for sample in samples:
+        msgs = locomo_messages(sample)
+        total = counter.count_messages(msgs)
+        answers = answers_present(sample, normalize(context_text(msgs)))
+        for frac in FRACTIONS:
+            budget = int(total * frac)
+            for name, build in locomo_strategies(budget).items():
+                try:
+                    ctx = build(msgs)
+                    tokens = counter.count_messages(ctx)
+                    share = retained(answers, ctx)
+                    if tokens > budget and not name.startswith("langchain"):
+                        errors.append(f"{name} over budget on {sample['sample_id']}: {tokens}>{budget}")
+                except Exception as exc:  # a peer or strategy failing is a result too
+                    errors.append(f"{name} failed on {sample['sample_id']} at {frac}: {exc!r}")
+                    continue
+                scores.setdefault(name, {}).setdefault(frac, []).append((share, len(answers)))
+    table: dict[str, dict[str, float]] = {}
+    for name, by_frac in scores.items():
+        table[name] = {}
+        for frac, vals in by_frac.items():
+            weight = sum(n for _, n in vals)
+            table[name][f"{int(frac * 100)}%"] = sum(s * n for s, n in vals) / weight if weight else 0.0
+    return {"conversations": len(samples), "retention": table, "errors": errors}
+
+
+# -- Claude Code sessions ------------------------------------------------------------------------
+
+_PATH = re.compile(r"(?<![\w.])(?:/?[\w.@-]+/)+[\w@-][\w.@-]*\.[A-Za-z0-9]{1,8}\b")
+
+
+def _merge_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The data README's merge of one-block-per-line records into API messages."""
+    out: list[dict[str, Any]] = []
+    for r in records:
+        m = r["message"]
+        c = m["content"]
+        blocks = [{"type": "text", "text": c}] if isinstance(c, str) else list(c)
+        is_results = all(b.get("type") == "tool_result" for b in blocks)
+        if m["role"] == "assistant":
+            if out and out[-1]["role"] == "assistant" and out[-1]["_id"] == m.get("id"):
+                out[-1]["content"] += blocks
+            elif (
+                len(out) >= 2
+                and out[-2]["role"] == "assistant"
+                and out[-2]["_id"] == m.get("id")
+                and out[-1]["_results"]
+            ):
+                out[-2]["content"] += blocks
+            else:
+                out.append({"role": "assistant", "content": blocks, "_id": m.get("id"), "_results": False})
+        elif is_results and out and out[-1]["role"] == "user" and out[-1]["_results"]:
+            out[-1]["content"] += blocks
+        else:
+            out.append({"role": "user", "content": blocks, "_id": None, "_results": is_results})
+    return out
+
+
+def anthropic_to_messages(payload: Sequence[dict[str, Any]]) -> list[Message]:
+    """Anthropic messages to ours (a small local converter, enough for this benchmark)."""
+    out: list[Message] = []
+    for i, m in enumerate(payload):
+        parts: list[Any] = []
+        for b in m["content"]:
+            t = b.get("type")
+            if t == "text":
+                parts.append(TextPart(b.get("text", "")))
+            elif t == "thinking":
+                parts.append(ThinkingPart(b.get("thinking", "")))
+            elif t == "tool_use":
+                parts.append(ToolCallPart(b["id"], b["name"], json.dumps(b.get("input", {}))))
+            elif t == "tool_result":
+                c = b.get("content", "")
+                if isinstance(c, list):
+                    c = "\n".join(x.get("text", "") for x in c if isinstance(x, dict))
+                parts.append(ToolResultPart(b["tool_use_id"], str(c), is_error=bool(b.get("is_error"))))
+        out.append(Message(m["role"], tuple(parts), id=f"m{i}"))
+    return out
+
+
+def claude_code_session(path: Path) -> tuple[list[Message], str, str]:
+    """(span before the compaction, Claude Code's own summary, the session's cwd)."""
+    before: list[dict[str, Any]] = []
+    summary = ""
+    cwd = ""
+    seen_boundary = False
+    with path.open() as fh:
+        for line in fh:
+            r = json.loads(line)
+            cwd = cwd or r.get("cwd", "")
+            if r.get("type") == "system" and r.get("subtype") == "compact_boundary":
+                seen_boundary = True
+                continue
+            if r.get("type") not in ("user", "assistant") or not isinstance(r.get("message"), dict):
+                continue
+            if r.get("isCompactSummary"):
+                c = r["message"]["content"]
+                summary = c if isinstance(c, str) else "\n".join(b.get("text", "") for b in c)
+                continue
+            if not seen_boundary:
+                before.append(r)
+    return anthropic_to_messages(_merge_records(before)), summary, cwd
+
+
+def _paths(text: str, cwd: str) -> Counter[str]:
+    found: Counter[str] = Counter()
+    for p in _PATH.findall(text):
+        if cwd and p.startswith(cwd + "/"):
+            p = p[len(cwd) + 1 :]
+        found[p.lstrip("./") if p.startswith("./") else p] += 1
+    return found
+
+
+def bench_claude_code(tiny: bool) -> dict[str, Any]:
+    base = DATA / "claude-code-sessions"
+    files = sorted(p for p in base.glob("*.jsonl") if len(p.stem) > 30)
+    if tiny:
+        files = files[:1]
+    counter = ApproxCounter()
+    rows = []
+    for path in files:
+        span, cc_summary, cwd = claude_code_session(path)
+        span_text = context_text(span)
+        counts = _paths(span_text, cwd)
+        wanted = sorted(p for p, c in counts.items() if c >= 2)
+        budget_chars = len(cc_summary)
+        strategy = Checkpoint(
+            ExtractiveSummarizer(max_output_tokens=budget_chars // 4),
+            max_tokens=counter.count_messages(span) // 2,
+            keep_recent_tokens=0,
+            max_output_tokens=budget_chars // 4,
+        )
+        result = run(strategy, span, counter=counter)
+        ours = result.checkpoint.summary if result.checkpoint is not None else ""
+
+        def survive(text: str) -> float:
+            return sum(1 for p in wanted if p in text) / len(wanted) if wanted else 0.0
+
+        rows.append(
+            {
+                "session": path.stem[:8],
+                "span_messages": len(span),
+                "paths_2plus": len(wanted),
+                "budget_chars": budget_chars,
+                "claude_code": survive(cc_summary),
+                "ours": survive(ours),
+                "ours_chars": len(ours),
+                "fallback": result.fallback,
+            }
+        )
+    return {"sessions": rows}
+
+
+# -- throughput ----------------------------------------------------------------------------------
+
+
+def bench_throughput(tiny: bool) -> dict[str, Any]:
+    base = DATA / "claude-code-sessions"
+    files = sorted(p for p in base.glob("*.jsonl") if len(p.stem) > 30)[: 1 if tiny else None]
+    spans = [claude_code_session(p)[0] for p in files]
+    samples = json.loads((DATA / "locomo" / "locomo10.json").read_text())[: 1 if tiny else None]
+    spans += [locomo_messages(s) for s in samples]
+    summarizer = ExtractiveSummarizer(max_output_tokens=4000)
+    total_bytes = sum(len(context_text(s).encode()) for s in spans)
+    start = time.perf_counter()
+    for s in spans:
+        res = summarizer.summarize(SummaryRequest(tuple(s), kind="checkpoint"))
+        assert res.ok, res.reason
+    elapsed = time.perf_counter() - start
+    return {
+        "bytes": total_bytes,
+        "seconds": elapsed,
+        "mb_per_s": total_bytes / 1e6 / elapsed if elapsed else float("inf"),
+    }
+
+
+# -- main ----------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tiny", action="store_true", help="one conversation, one session")
+    args = parser.parse_args(argv)
+    if not DATA.is_dir():
+        print(f"shared data folder not found at {DATA}", file=sys.stderr)
+        return 1
+    locomo = bench_locomo(args.tiny)
+    cc = bench_claude_code(args.tiny)
+    speed = bench_throughput(args.tiny)
+
+    print(f"## LoCoMo: QA answers retained ({locomo['conversations']} conversations)\n")
+    cols = [f"{int(f * 100)}%" for f in FRACTIONS]
+    print("| strategy | " + " | ".join(cols) + " |")
+    print("|---|" + "---:|" * len(cols))
+    for name, by in locomo["retention"].items():
+        print(f"| {name} | " + " | ".join(f"{by.get(c, 0.0):.1%}" for c in cols) + " |")
+    if locomo["errors"]:
+        print("\nerrors: " + "; ".join(locomo["errors"][:10]))
+    print("\n## Claude Code: file paths (mentioned >= 2 times) surviving compaction\n")
+    print("| session | paths | budget chars | Claude Code summary | Checkpoint+Extractive | our chars |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in cc["sessions"]:
+        print(
+            f"| {r['session']} | {r['paths_2plus']} | {r['budget_chars']} | "
+            f"{r['claude_code']:.1%} | {r['ours']:.1%} | {r['ours_chars']} |"
+        )
+    print("\n## ExtractiveSummarizer throughput\n")
+    print(f"{speed['bytes'] / 1e6:.2f} MB in {speed['seconds']:.2f} s: **{speed['mb_per_s']:.2f} MB/s**")
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "retention.json").write_text(
+        json.dumps({"tiny": args.tiny, "locomo": locomo, "claude_code": cc, "throughput": speed}, indent=2)
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,541 @@
+"""Checkpoint: structured compaction for long agent sessions.
+
+When the history is over budget, everything between the system prefix and a recent tail
+(about ``keep_recent_tokens``, cut where no tool pair is split) becomes one structured
+checkpoint: the sections of :data:`contextfold.prompts.CHECKPOINT_SECTIONS`, framed as
+established background inside ``<compacted-summary>`` tags and placed right after the prefix.
+
+* **Reuse before work.** A prior :class:`~contextfold.checkpoints.CheckpointRecord` handed to
+  :meth:`Checkpoint.plan` is reused without any summarizer call while ``prefix + checkpoint +
+  newer messages`` fits. When more must be folded, the new span starts right after what the
+  prior checkpoint covered (nothing between the two is ever lost) and the prior text is merged
+  through ``request.previous_summary``, not copied.
+* **Split turns.** When the newest turn alone is bigger than the tail budget, the tail starts
+  inside it at a safe cut; the turn's first part is summarized separately
+  (``kind="turn_prefix"``) so the kept suffix still makes sense.
+* **Two request modes.** ``isolated`` sends a serialized transcript with our own prompt;
+  ``cache_aligned`` fills ``request.system``/``prefix``/``tools`` so the summarizer can replay
+  the conversation's own request and append the instruction last (see
+  :func:`contextfold.prompts.build_cache_aligned_messages`), reusing the provider's cache.
+* **Files.** Paths read and modified by tool calls are accumulated across checkpoints in
+  ``CheckpointRecord.details`` (``files_read``, ``files_modified``) and listed after the
+  summary when the summary does not mention them.
+* **Fail closed.** A summarizer failure, a truncated or empty answer, or a checkpoint that is
+  not smaller than what it replaces changes nothing: the strategy falls back to the sliding
+  window (on top of the prior checkpoint when it still fits) and says why in
+  ``StrategyResult.fallback`` / ``failure_code``. After ``max_failed_compactions``
+  consecutive compactions that do not get under budget, the summarizer is not called again.
+
+By default only checkpoints whose ``strategy`` is ``"checkpoint"`` are reused.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from contextfold.checkpoints import CheckpointRecord
+from contextfold.errors import ContextfoldError
+from contextfold.messages import Message, TextPart
+from contextfold.strategies._common import (
+    LoopGuard,
+    add_usage,
+    assemble,
+    build_result,
+    check_summary,
+    cut_points,
+    deadline_from,
+    fit_tail,
+    locate_checkpoint,
+    make_summary_id,
+    prepare,
+    require_fit,
+    summary_message_tokens,
+    trim_view,
+)
+from contextfold.strategies.base import (
+    PlanGenerator,
+    StrategyResult,
+    SummaryCall,
+    SummaryPlacement,
+)
+from contextfold.summarizers._serialize import escape_text, file_operations
+from contextfold.summarizers.base import (
+    AsyncSummarizer,
+    SummarizationResult,
+    Summarizer,
+    SummaryKind,
+    SummaryRequest,
+    Usage,
+)
+from contextfold.tokens.base import TokenCounter
+from contextfold.turns import is_turn_start
+
+__all__ = ["CHECKPOINT_PLACEMENT", "Checkpoint"]
+
+#: The default framing: a user message holding the checkpoint in ``<compacted-summary>`` tags.
+CHECKPOINT_PLACEMENT = SummaryPlacement(
+    role="user",
+    style="tags",
+    tag="compacted-summary",
+    preamble=(
+        "The work so far was condensed into the checkpoint below. Treat what it records as "
+        "established background, carry on from the messages that follow, and do not "
+        "mention the checkpoint itself."
+    ),
+)
+
+_SPLIT_JOIN = "\n\n---\n\nContext of the current turn (its first part was condensed):\n\n"
+_MIN_OUTPUT = 64
+
+
+class Checkpoint:
+    """Fold older messages into one structured, reusable checkpoint when over budget.
+
+    Args:
+        summarizer: writes the checkpoint (sync or async). With
+            :class:`~contextfold.summarizers.ExtractiveSummarizer` it works offline.
+        max_tokens: the token budget of the context.
+        keep_recent_tokens: tokens of the newest messages kept verbatim after the checkpoint
+            (a quarter of ``max_tokens`` by default). The cut moves forward to a turn start
+            when one is in reach and never splits a tool pair.
+        mode: ``"isolated"`` or ``"cache_aligned"`` (see the module docstring).
+        placement: how the checkpoint is framed and placed.
+        max_output_tokens: cap on the checkpoint length. The strategy also caps it by the
+            room left next to the prefix and the tail, so a successful checkpoint fits.
+        instructions: extra focus appended to the summarizer's prompt.
+        system_prompt: the conversation's system prompt when it is not part of the history
+            (Anthropic's separate ``system``); replayed in cache-aligned mode.
+        tools: the conversation's tool schemas, replayed in cache-aligned mode (they are not
+            counted against ``max_tokens``).
+        deadline_s: seconds the summarizer calls of one plan may take in all.
+        max_failed_compactions: consecutive compactions that fail to get under budget before
+            the summarizer is no longer called (0 disables the guard).
+
+    Raises:
+        ContextfoldError: an option is out of range.
+    """
+
+    def __init__(
+        self,
+        summarizer: Summarizer | AsyncSummarizer,
+        *,
+        max_tokens: int,
+        keep_recent_tokens: int | None = None,
+        mode: Literal["isolated", "cache_aligned"] = "isolated",
+        placement: SummaryPlacement = CHECKPOINT_PLACEMENT,
+        max_output_tokens: int | None = None,
+        instructions: str | None = None,
+        system_prompt: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        deadline_s: float | None = None,
+        max_failed_compactions: int = 3,
+    ) -> None:
+        if max_tokens <= 0:
+            raise ContextfoldError(f"max_tokens must be positive, got {max_tokens}")
+        if keep_recent_tokens is None:
+            keep_recent_tokens = max_tokens // 4
+        if keep_recent_tokens < 0:
+            raise ContextfoldError("keep_recent_tokens must not be negative")
+        if mode not in ("isolated", "cache_aligned"):
+            raise ContextfoldError(f"mode must be 'isolated' or 'cache_aligned', got {mode!r}")
+        if max_output_tokens is not None and max_output_tokens <= 0:
+            raise ContextfoldError("max_output_tokens must be positive")
+        if max_failed_compactions < 0:
+            raise ContextfoldError("max_failed_compactions must not be negative")
+        self.summarizer = summarizer
+        self.max_tokens = max_tokens
+        self.keep_recent_tokens = keep_recent_tokens
+        self.mode: Literal["isolated", "cache_aligned"] = mode
+        self.placement = placement
+        self.max_output_tokens = max_output_tokens
+        self.instructions = instructions
+        self.system_prompt = system_prompt
+        self.tools: tuple[Mapping[str, Any], ...] = tuple(tools or ())
+        self.deadline_s = deadline_s
+        self.guard = LoopGuard(max_failed_compactions)
+
+    @property
+    def name(self) -> str:
+        """``"checkpoint"``."""
+        return "checkpoint"
+
+    def __repr__(self) -> str:
+        return (
+            f"Checkpoint(max_tokens={self.max_tokens}, "
+            f"keep_recent_tokens={self.keep_recent_tokens}, mode={self.mode!r})"
+        )
+
+    # -- planning -------------------------------------------------------------------------------
+
+    def _tail_start(
+        self, history: Sequence[Message], cuts: Sequence[int], base_from: int, counter: TokenCounter
+    ) -> int:
+        """Where the verbatim tail starts: within the tail budget, at a turn start if any."""
+        n = len(history)
+        k = fit_tail(history, cuts, self.keep_recent_tokens, counter, floor=base_from)
+        if k >= n:
+            # Not even the newest unit fits the tail budget: keep the newest unit anyway.
+            j = bisect.bisect_left(cuts, n) - 1
+            k = cuts[j] if j >= 0 and cuts[j] >= base_from else base_from
+        if k < n and not is_turn_start(history[k]):
+            # Prefer whole turns: move to the next turn start inside the tail, if any.
+            for c in cuts[bisect.bisect_left(cuts, k) :]:
+                if c < n and is_turn_start(history[c]):
+                    return c
+        return k
+
+    def _request(
+        self,
+        span: Sequence[Message],
+        *,
+        kind: SummaryKind,
+        previous: str | None,
+        cap: int,
+        deadline: float | None,
+        details: Mapping[str, Any],
+        system: Sequence[Message],
+        prefix: Sequence[Message],
+    ) -> SummaryRequest:
+        cache = self.mode == "cache_aligned"
+        return SummaryRequest(
+            tuple(span),
+            previous_summary=previous,
+            kind=kind,
+            instructions=self.instructions,
+            max_output_tokens=cap,
+            deadline=deadline,
+            mode=self.mode,
+            system=tuple(system) if cache else (),
+            prefix=tuple(prefix) if cache else (),
+            tools=self.tools if cache else (),
+            details=dict(details),
+        )
+
+    def plan(
+        self,
+        messages: Sequence[Message],
+        /,
+        *,
+        counter: TokenCounter,
+        checkpoint: CheckpointRecord | None = None,
+    ) -> PlanGenerator:
+        """Build the context; yields up to two summary calls (checkpoint, split-turn prefix).
+
+        Raises:
+            PairingError: the history breaks the tool-pair invariant (before any call).
+            BudgetError: the system prefix and the newest message cannot fit the budget.
+        """
+        history = messages
+        n = len(history)
+        p = prepare(history)
+        cuts = cut_points(history, p)
+        require_fit(history, p, cuts, counter, self.max_tokens)
+        name = self.name
+        placement = self.placement
+        covered = locate_checkpoint(history, p, checkpoint, name)
+        prior = checkpoint if covered is not None else None
+        base_from = covered if covered is not None else p
+        prior_text = prior.summary.strip() if prior is not None else None
+        prior_sid = make_summary_id(history, p, base_from, name + (prior.id if prior else ""))
+
+        view = assemble(
+            history,
+            p,
+            summary=prior_text,
+            placement=placement,
+            summary_msg_id=prior_sid,
+            tail_from=base_from,
+            cuts=cuts,
+            counter=counter,
+            max_tokens=None,
+        )
+        assert view is not None  # no budget given: never trimmed
+        if view.tokens <= self.max_tokens:
+            note = (
+                "reused the checkpoint: it and the newer messages fit the budget"
+                if prior is not None
+                else "the history fits the budget"
+            )
+            return build_result(
+                name,
+                history,
+                counter,
+                view,
+                prefix_len=p,
+                covered_end=covered,
+                reused=prior,
+                notes=[note],
+                known_tokens_before=None if prior is not None else view.tokens,
+            )
+
+        def fallback(
+            reason: str,
+            code: str | None,
+            *,
+            usage: Usage | None = None,
+            calls: int = 0,
+            notes: Sequence[str] = (),
+        ) -> StrategyResult:
+            asm, with_summary = trim_view(
+                history,
+                p,
+                summary=prior_text,
+                placement=placement,
+                summary_msg_id=prior_sid,
+                tail_from=base_from,
+                cuts=cuts,
+                counter=counter,
+                max_tokens=self.max_tokens,
+            )
+            how = (
+                "kept the previous checkpoint and trimmed the newer messages with the sliding "
+                "window"
+                if with_summary
+                else "trimmed with the sliding window"
+            )
+            return build_result(
+                name,
+                history,
+                counter,
+                asm,
+                prefix_len=p,
+                covered_end=covered if with_summary else None,
+                reused=prior if with_summary else None,
+                fallback=reason,
+                failure_code=code,
+                usage=usage,
+                calls=calls,
+                notes=[*notes, f"fell back: {reason}; {how}"],
+            )
+
+        k = self._tail_start(history, cuts, base_from, counter)
+        if k <= base_from:
+            return fallback("nothing older than the recent tail is left to fold", None)
+        if self.guard.tripped:
+            return fallback(self.guard.describe(), None)
+
+        # Split turn: the tail starts inside a turn that began after base_from.
+        turn_start = k
+        if k < n and not is_turn_start(history[k]):
+            t = k - 1
+            while t >= base_from and not is_turn_start(history[t]):
+                t -= 1
+            if t >= base_from:
+                turn_start = t
+        split = turn_start < k
+
+        # Room for the checkpoint next to the prefix and the tail.
+        prefix_tokens = counter.count_messages(history[:p])
+        tail_tokens = counter.count_messages(history[k:])
+        frame = summary_message_tokens("", placement, counter)
+        room = self.max_tokens - prefix_tokens - tail_tokens - frame
+        cap = max(_MIN_OUTPUT, room)
+        if self.max_output_tokens is not None:
+            cap = min(cap, self.max_output_tokens)
+        main_cap, turn_cap = cap, 0
+        if split:
+            turn_cap = max(_MIN_OUTPUT // 2, cap // 3)
+            main_cap = max(_MIN_OUTPUT // 2, cap - turn_cap)
+
+        deadline = deadline_from(self.deadline_s)
+        files_read, files_modified = _prior_files(prior)
+        details = {"files_read": sorted(files_read), "files_modified": sorted(files_modified)}
+        system = list(history[:p])
+        if self.system_prompt and not system:
+            system = [Message.system(self.system_prompt, id="system_prompt")]
+        prior_msgs: list[Message] = []
+        if prior_text is not None:
+            framed = TextPart(placement.frame(prior_text))
+            prior_msgs = [Message(placement.role, (framed,), id=prior_sid)]
+
+        usage = Usage()
+        calls = 0
+        results: list[SummarizationResult] = []
+        main_span = history[base_from:turn_start]
+        main_text: str | None = prior_text
+        if main_span:
+            request = self._request(
+                main_span,
+                kind="checkpoint",
+                previous=prior_text,
+                cap=main_cap,
+                deadline=deadline,
+                details=details,
+                system=system,
+                prefix=prior_msgs,
+            )
+            result = yield SummaryCall(self.summarizer, request)
+            calls += 1
+            usage = add_usage(usage, result)
+            results.append(result)
+            if not result.ok or not result.text.strip():
+                return self._fail(fallback, result, usage, calls)
+            main_text = result.text.strip()
+        turn_text: str | None = None
+        if split:
+            request = self._request(
+                history[turn_start:k],
+                kind="turn_prefix",
+                previous=None,
+                cap=turn_cap,
+                deadline=deadline,
+                details=details,
+                system=system,
+                prefix=[*prior_msgs, *main_span],
+            )
+            result = yield SummaryCall(self.summarizer, request)
+            calls += 1
+            usage = add_usage(usage, result)
+            results.append(result)
+            if not result.ok or not result.text.strip():
+                return self._fail(fallback, result, usage, calls)
+            turn_text = result.text.strip()
+
+        for r in results:
+            files_read |= set(_strs(r.details.get("files_read")))
+            files_modified |= set(_strs(r.details.get("files_modified")))
+        r_new, m_new = file_operations(history[base_from:k])
+        files_read |= r_new
+        files_modified |= m_new
+        files_read -= files_modified
+
+        text = main_text or "(no earlier history)"
+        if turn_text is not None:
+            text = f"{text}{_SPLIT_JOIN}{turn_text}"
+        text = _with_file_lists(text, files_read, files_modified)
+
+        replaced = counter.count_messages(history[base_from:k])
+        if prior_text is not None:
+            replaced += summary_message_tokens(prior_text, placement, counter)
+        combined = SummarizationResult.success(text)
+        problem = check_summary(
+            combined, replaced_tokens=replaced, placement=placement, counter=counter
+        )
+        if problem is not None:
+            self.guard.failed()
+            reason, code = problem
+            return fallback(reason, code, usage=usage, calls=calls)
+
+        sid = make_summary_id(history, p, k, name + (prior.id if prior else ""))
+        built = assemble(
+            history,
+            p,
+            summary=text,
+            placement=placement,
+            summary_msg_id=sid,
+            tail_from=k,
+            cuts=cuts,
+            counter=counter,
+            max_tokens=self.max_tokens,
+        )
+        if built is None:
+            self.guard.failed()
+            return fallback(
+                "the checkpoint and the newest message do not fit the budget together",
+                None,
+                usage=usage,
+                calls=calls,
+            )
+        asm = built
+        notes = [f"folded {k - base_from} messages into a checkpoint ({len(text)} characters)"]
+        if prior is not None:
+            notes.append(f"merged the previous checkpoint {prior.id}")
+        if split:
+            notes.append(
+                f"split turn: condensed the first {k - turn_start} messages of the newest turn"
+            )
+        if asm.tail_start > k:
+            self.guard.failed()
+            notes.append(
+                f"the checkpoint and the recent tail were still over budget; dropped "
+                f"{asm.tail_start - k} more messages with the sliding window"
+            )
+        else:
+            self.guard.succeeded()
+
+        model = next((r.model for r in results if r.model), None)
+        record = CheckpointRecord(
+            summary=text,
+            last_covered_id=history[k - 1].id,
+            first_kept_id=history[asm.tail_start].id if asm.tail_start < n else None,
+            strategy=name,
+            id="ckpt_" + hashlib.sha256((sid + text).encode()).hexdigest()[:24],
+            previous_id=prior.id if prior is not None else None,
+            model=model,
+            prompt_hash=_prompt_hash(self.summarizer),
+            tokens_before=view.tokens,
+            tokens_after=asm.tokens,
+            usage=usage,
+            details={
+                "files_read": sorted(files_read),
+                "files_modified": sorted(files_modified),
+                "covered_messages": k - base_from,
+                "split_turn": split,
+                "mode": self.mode,
+            },
+        )
+        return build_result(
+            name,
+            history,
+            counter,
+            asm,
+            prefix_len=p,
+            covered_end=k,
+            checkpoint=record,
+            usage=usage,
+            calls=calls,
+            notes=notes,
+            known_tokens_before=view.tokens if prior is None else None,
+        )
+
+    def _fail(
+        self,
+        fallback: Any,
+        result: SummarizationResult,
+        usage: Usage,
+        calls: int,
+    ) -> StrategyResult:
+        self.guard.failed()
+        if result.ok:
+            reason, code = "the summarizer returned an empty checkpoint", "empty"
+        else:
+            reason, code = result.reason or "the summarizer failed", result.code or "error"
+        out: StrategyResult = fallback(reason, code, usage=usage, calls=calls)
+        return out
+
+
+def _strs(value: Any) -> list[str]:
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [v for v in value if isinstance(v, str)]
+    return []
+
+
+def _prior_files(prior: CheckpointRecord | None) -> tuple[set[str], set[str]]:
+    if prior is None:
+        return set(), set()
+    d = prior.details or {}
+    return set(_strs(d.get("files_read"))), set(_strs(d.get("files_modified")))
+
+
+def _with_file_lists(text: str, read: set[str], modified: set[str]) -> str:
+    """Append the file lists the summary does not already mention (paths escaped)."""
+    missing_mod = sorted(f for f in modified if f not in text)
+    missing_read = sorted(f for f in read if f not in text)
+    out = text
+    if missing_read:
+        body = escape_text("\n".join(missing_read))
+        out += f"\n\n<read-files>\n{body}\n</read-files>"
+    if missing_mod:
+        body = escape_text("\n".join(missing_mod))
+        out += f"\n\n<modified-files>\n{body}\n</modified-files>"
+    return out
+
+
+def _prompt_hash(summarizer: object) -> str:
+    from contextfold.prompts import PromptSet, prompt_hash
+
+    prompts = getattr(summarizer, "prompts", None)
+    return prompt_hash(prompts if isinstance(prompts, PromptSet) else None)
