@@ -1,0 +1,91 @@
+"""Stores: the append-only log of messages and checkpoints, one backend per module.
+
+``open_store`` picks a backend from a URL::
+
+    open_store("memory://")                       # InMemoryStore
+    open_store("sqlite:///chats.db")              # SQLiteStore, relative path
+    open_store("sqlite:////var/lib/app/chats.db") # SQLiteStore, absolute path
+    open_store("redis://localhost:6379/0")        # RedisStore (extra: redis)
+    open_store("postgresql://user@host/db")       # PostgresStore (extra: postgres)
+
+The Redis and PostgreSQL modules import their drivers only when a store is created, so this
+package imports with no optional dependency installed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from contextfold.errors import StoreError
+from contextfold.stores._codec import redact_url
+from contextfold.stores.base import AsyncStore, Store, StoredMessage
+from contextfold.stores.memory import InMemoryStore
+from contextfold.stores.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from contextfold.stores.postgres import PostgresStore
+    from contextfold.stores.redis import RedisStore
+
+__all__ = [
+    "AsyncStore",
+    "InMemoryStore",
+    "PostgresStore",
+    "RedisStore",
+    "SQLiteStore",
+    "Store",
+    "StoredMessage",
+    "open_store",
+]
+
+
+def open_store(target: str | Store, /, **options: Any) -> Store:
+    """A store for a URL, or ``target`` itself when it already is a store.
+
+    Args:
+        target: ``memory://``, ``sqlite:///path``, ``redis://...``, ``rediss://...``,
+            ``postgresql://...`` (or ``postgres://``), or a store instance.
+        **options: keyword options of the chosen backend's constructor (for example
+            ``synchronous="FULL"`` for SQLite or ``schema="app"`` for PostgreSQL).
+
+    Raises:
+        StoreError: the URL scheme is unknown, or the store cannot be opened.
+        MissingExtraError: the backend's optional dependency is not installed.
+    """
+    if not isinstance(target, str):
+        if isinstance(target, Store):
+            if options:
+                raise StoreError("options cannot be applied to an existing store instance")
+            return target
+        raise StoreError(f"expected a store URL or a Store, got {type(target).__name__}")
+    scheme = target.split(":", 1)[0].lower() if ":" in target else ""
+    if scheme == "memory":
+        if options:
+            raise StoreError(f"InMemoryStore takes no options, got {sorted(options)}")
+        return InMemoryStore()
+    if scheme == "sqlite":
+        return SQLiteStore(target, **options)
+    if scheme in ("redis", "rediss", "unix"):
+        from contextfold.stores.redis import RedisStore
+
+        return RedisStore(target, **options)
+    if scheme in ("postgresql", "postgres"):
+        from contextfold.stores.postgres import PostgresStore
+
+        return PostgresStore(target, **options)
+    raise StoreError(
+        f"unknown store URL {redact_url(target)!r}: expected memory://, sqlite:///, redis://, "
+        "rediss:// or postgresql://"
+    )
+
+
+def __getattr__(name: str) -> Any:
+    # The optional backends load on first use, so importing this package needs no extras.
+    if name == "RedisStore":
+        from contextfold.stores.redis import RedisStore
+
+        return RedisStore
+    if name == "PostgresStore":
+        from contextfold.stores.postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,164 @@
+"""Serialization and argument checks shared by every store backend.
+
+Stores keep messages and checkpoints as compact JSON text produced by
+:meth:`Message.to_dict` / :meth:`CheckpointRecord.to_dict`. Encoding is the hot path of an
+append, so it does nothing beyond one ``to_dict`` and one ``json.dumps`` per record. Decoding
+never skips a record: a row that cannot be read raises :class:`StoreError` naming the
+conversation and the sequence number, so the caller learns exactly where the damage is and
+nothing is silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from contextfold.checkpoints import CheckpointRecord
+from contextfold.errors import ConflictError, FormatError, StoreError
+from contextfold.messages import Message
+from contextfold.stores.base import StoredMessage
+
+__all__ = [
+    "check_checkpoint_commit",
+    "check_conversation_id",
+    "check_read_args",
+    "check_ttl",
+    "decode_checkpoint",
+    "decode_message",
+    "encode_checkpoint",
+    "encode_messages",
+    "redact_url",
+]
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_loads = json.loads
+
+
+def check_conversation_id(conversation_id: object) -> str:
+    """Return the id, or raise :class:`StoreError` when it is not a non-empty string."""
+    if not isinstance(conversation_id, str) or not conversation_id:
+        raise StoreError(f"conversation id must be a non-empty string, got {conversation_id!r}")
+    if "\x00" in conversation_id:
+        raise StoreError(f"conversation id must not contain NUL characters: {conversation_id!r}")
+    return conversation_id
+
+
+def check_read_args(after_seq: object, limit: object) -> None:
+    """Reject negative or non-integer ``after_seq`` / ``limit`` with :class:`StoreError`."""
+    if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
+        raise StoreError(f"after_seq must be an integer >= 0, got {after_seq!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise StoreError(f"limit must be None or an integer >= 0, got {limit!r}")
+
+
+def check_ttl(ttl: object) -> float:
+    """The lock time-to-live as a positive float."""
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+        raise StoreError(f"ttl must be a positive number of seconds, got {ttl!r}")
+    return float(ttl)
+
+
+def encode_messages(conversation_id: str, messages: Sequence[Message]) -> list[str]:
+    """JSON text of each message, in order; :class:`StoreError` for anything not a Message."""
+    if isinstance(messages, (str, bytes, Message)) or not isinstance(messages, Sequence):
+        raise StoreError(
+            f"append to {conversation_id!r} expects a sequence of Message, "
+            f"got {type(messages).__name__}"
+        )
+    out: list[str] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise StoreError(
+                f"append to {conversation_id!r}: item {index} is a {type(message).__name__}, "
+                "not a Message; nothing was stored"
+            )
+        try:
+            out.append(_dumps(message.to_dict()))
+        except (TypeError, ValueError) as exc:
+            raise StoreError(
+                f"append to {conversation_id!r}: message {index} ({message.id}) cannot be "
+                f"serialized to JSON ({exc}); nothing was stored"
+            ) from exc
+    return out
+
+
+def decode_message(data: str | bytes | bytearray, conversation_id: str, seq: int) -> StoredMessage:
+    """One stored row back into a :class:`StoredMessage`; raises with its location."""
+    try:
+        return StoredMessage(seq, Message.from_dict(_loads(data)))
+    except (ValueError, TypeError, FormatError) as exc:
+        raise StoreError(
+            f"corrupted message in conversation {conversation_id!r} at seq {seq}: {exc}"
+        ) from exc
+
+
+def encode_checkpoint(checkpoint: CheckpointRecord) -> str:
+    """JSON text of a checkpoint; :class:`StoreError` when it is not one or not serializable."""
+    if not isinstance(checkpoint, CheckpointRecord):
+        raise StoreError(f"expected a CheckpointRecord, got {type(checkpoint).__name__}")
+    if not isinstance(checkpoint.id, str) or not checkpoint.id:
+        raise StoreError("a checkpoint needs a non-empty string id")
+    try:
+        return _dumps(checkpoint.to_dict())
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"checkpoint {checkpoint.id} cannot be serialized to JSON: {exc}") from exc
+
+
+def decode_checkpoint(
+    data: str | bytes | bytearray, conversation_id: str, position: int
+) -> CheckpointRecord:
+    """One stored checkpoint row back into a record; raises with its location."""
+    try:
+        return CheckpointRecord.from_dict(_loads(data))
+    except (ValueError, TypeError, FormatError) as exc:
+        raise StoreError(
+            f"corrupted checkpoint #{position} in conversation {conversation_id!r}: {exc}"
+        ) from exc
+
+
+def check_checkpoint_commit(
+    conversation_id: str,
+    checkpoint: CheckpointRecord,
+    *,
+    expected_previous: str | None,
+    latest_id: str | None,
+    last_seq: int,
+) -> None:
+    """The commit rule every backend applies inside its write transaction.
+
+    Raises:
+        ConflictError: another checkpoint was committed since the caller read
+            ``expected_previous``, or the covered span does not exist in the log.
+    """
+    if latest_id != expected_previous:
+        raise ConflictError(
+            f"checkpoint for {conversation_id!r} expected previous checkpoint "
+            f"{expected_previous!r} but the latest is {latest_id!r}"
+        )
+    covered = checkpoint.last_covered_seq
+    if covered is None or isinstance(covered, bool) or not isinstance(covered, int):
+        raise ConflictError(
+            f"checkpoint {checkpoint.id} for {conversation_id!r} has no last_covered_seq"
+        )
+    if covered < 1 or covered > last_seq:
+        raise ConflictError(
+            f"checkpoint {checkpoint.id} for {conversation_id!r} covers up to seq {covered}, "
+            f"but the log holds seq 1..{last_seq}"
+        )
+
+
+_URL_PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced, for error messages."""
+    return _URL_PASSWORD.sub(r"\1***@", url)
+
+
+def as_text(value: Any) -> str:
+    """A Redis or database value as ``str`` (clients may return bytes)."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode()
+    return str(value)

@@ -1,0 +1,435 @@
+"""The SQL stores' logic, written once for SQLite and PostgreSQL, sync and async.
+
+Each operation is a sans-I/O generator: it yields :class:`Query` objects and receives the
+rows each one returned, then returns its result. A driver owns the connection and the
+transaction; :func:`run_sync` works with any DB-API cursor (``sqlite3``, psycopg) and
+:func:`run_async` with a psycopg ``AsyncCursor``. A :class:`Dialect` holds the SQL text of one
+database, so the rules (sequence numbering, the checkpoint commit check, migrations) live in
+one place and the backends only differ in how they talk to their server.
+
+Schema changes are named migrations recorded in a ``contextfold_schema`` table. They are
+applied inside one write transaction, so they are all-or-nothing, and running them again does
+nothing. A database that records a migration this version does not know (written by a newer
+contextfold) is refused with :class:`StoreError` rather than read wrongly.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from contextfold.checkpoints import CheckpointRecord
+from contextfold.errors import StoreError
+from contextfold.stores._codec import (
+    check_checkpoint_commit,
+    decode_checkpoint,
+    decode_message,
+)
+from contextfold.stores.base import StoredMessage
+
+T = TypeVar("T")
+
+Rows = list[Sequence[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One statement: ``many`` runs it once per parameter tuple in ``params``."""
+
+    sql: str
+    params: Sequence[Any] = ()
+    many: bool = False
+
+
+Op = Generator[Query, Rows, T]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """A named schema step; ``statements`` run in order inside the migration transaction."""
+
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """The SQL text of one database; see :func:`sqlite_dialect` and :func:`postgres_dialect`."""
+
+    name: str
+    migrations: tuple[Migration, ...]
+    schema_table_exists: str
+    create_schema_table: tuple[str, ...]
+    select_schema: str
+    insert_schema: str
+    migration_lock: str | None
+    bump: str
+    bump_returns: bool
+    select_last_seq: str
+    lock_conversation: str
+    insert_messages: str
+    insert_uses_arrays: bool
+    select_messages: str
+    no_limit: int | None
+    select_latest_checkpoint_id: str
+    select_latest_checkpoint: str
+    select_checkpoints: str
+    insert_checkpoint: str
+    select_conversations: str
+    delete_statements: tuple[str, ...]
+    select_lock: str = ""
+    upsert_lock: str = ""
+    release_lock: str = ""
+
+
+def _sqlite_migrations() -> tuple[Migration, ...]:
+    return (
+        Migration(
+            1,
+            "0001_initial_log",
+            (
+                "CREATE TABLE IF NOT EXISTS contextfold_conversations ("
+                " id TEXT PRIMARY KEY, last_seq INTEGER NOT NULL)",
+                "CREATE TABLE IF NOT EXISTS contextfold_messages ("
+                " conversation_id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,"
+                " PRIMARY KEY (conversation_id, seq)) WITHOUT ROWID",
+                "CREATE TABLE IF NOT EXISTS contextfold_checkpoints ("
+                " conversation_id TEXT NOT NULL, n INTEGER NOT NULL, id TEXT NOT NULL,"
+                " data TEXT NOT NULL, PRIMARY KEY (conversation_id, n))",
+                "CREATE TABLE IF NOT EXISTS contextfold_locks ("
+                " conversation_id TEXT PRIMARY KEY, token TEXT NOT NULL,"
+                " expires_at REAL NOT NULL)",
+            ),
+        ),
+    )
+
+
+def sqlite_dialect() -> Dialect:
+    """SQLite (3.24+; ``RETURNING`` is used when the library is 3.35 or newer)."""
+    returning = sqlite3.sqlite_version_info >= (3, 35, 0)
+    return Dialect(
+        name="sqlite",
+        migrations=_sqlite_migrations(),
+        schema_table_exists=(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'contextfold_schema'"
+        ),
+        create_schema_table=(
+            "CREATE TABLE IF NOT EXISTS contextfold_schema ("
+            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)",
+        ),
+        select_schema="SELECT version, name FROM contextfold_schema ORDER BY version",
+        insert_schema=(
+            "INSERT INTO contextfold_schema (version, name, applied_at)"
+            " VALUES (?, ?, strftime('%s', 'now'))"
+        ),
+        migration_lock=None,
+        bump=(
+            "INSERT INTO contextfold_conversations (id, last_seq) VALUES (?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET last_seq = last_seq + excluded.last_seq"
+            + (" RETURNING last_seq" if returning else "")
+        ),
+        bump_returns=returning,
+        select_last_seq="SELECT last_seq FROM contextfold_conversations WHERE id = ?",
+        lock_conversation="SELECT last_seq FROM contextfold_conversations WHERE id = ?",
+        insert_messages=(
+            "INSERT INTO contextfold_messages (conversation_id, seq, data) VALUES (?, ?, ?)"
+        ),
+        insert_uses_arrays=False,
+        select_messages=(
+            "SELECT seq, data FROM contextfold_messages"
+            " WHERE conversation_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+        ),
+        no_limit=-1,
+        select_latest_checkpoint_id=(
+            "SELECT n, id FROM contextfold_checkpoints WHERE conversation_id = ?"
+            " ORDER BY n DESC LIMIT 1"
+        ),
+        select_latest_checkpoint=(
+            "SELECT n, data FROM contextfold_checkpoints WHERE conversation_id = ?"
+            " ORDER BY n DESC LIMIT 1"
+        ),
+        select_checkpoints=(
+            "SELECT n, data FROM contextfold_checkpoints WHERE conversation_id = ? ORDER BY n"
+        ),
+        insert_checkpoint=(
+            "INSERT INTO contextfold_checkpoints (conversation_id, n, id, data) VALUES (?, ?, ?, ?)"
+        ),
+        select_conversations="SELECT id FROM contextfold_conversations ORDER BY id",
+        delete_statements=(
+            "DELETE FROM contextfold_messages WHERE conversation_id = ?",
+            "DELETE FROM contextfold_checkpoints WHERE conversation_id = ?",
+            "DELETE FROM contextfold_locks WHERE conversation_id = ?",
+            "DELETE FROM contextfold_conversations WHERE id = ?",
+        ),
+        select_lock="SELECT token, expires_at FROM contextfold_locks WHERE conversation_id = ?",
+        upsert_lock=(
+            "INSERT INTO contextfold_locks (conversation_id, token, expires_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (conversation_id) DO UPDATE"
+            " SET token = excluded.token, expires_at = excluded.expires_at"
+        ),
+        release_lock="DELETE FROM contextfold_locks WHERE conversation_id = ? AND token = ?",
+    )
+
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def check_identifier(name: str, what: str) -> str:
+    """A safe, unquoted SQL identifier (letters, digits, underscore)."""
+    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        raise StoreError(f"{what} must be a plain SQL identifier, got {name!r}")
+    return name
+
+
+def postgres_dialect(schema: str) -> Dialect:
+    """PostgreSQL 11+ tables inside ``schema`` (created when missing)."""
+    s = check_identifier(schema, "schema")
+    conv = f'"{s}".contextfold_conversations'
+    msgs = f'"{s}".contextfold_messages'
+    ckpts = f'"{s}".contextfold_checkpoints'
+    table = f'"{s}".contextfold_schema'
+    migrations = (
+        Migration(
+            1,
+            "0001_initial_log",
+            (
+                f"CREATE TABLE IF NOT EXISTS {conv} ("
+                " id TEXT PRIMARY KEY, last_seq BIGINT NOT NULL)",
+                f"CREATE TABLE IF NOT EXISTS {msgs} ("
+                " conversation_id TEXT NOT NULL, seq BIGINT NOT NULL, data TEXT NOT NULL,"
+                " PRIMARY KEY (conversation_id, seq))",
+                f"CREATE TABLE IF NOT EXISTS {ckpts} ("
+                " conversation_id TEXT NOT NULL, n BIGINT NOT NULL, id TEXT NOT NULL,"
+                " data TEXT NOT NULL, PRIMARY KEY (conversation_id, n))",
+            ),
+        ),
+    )
+    return Dialect(
+        name="postgres",
+        migrations=migrations,
+        schema_table_exists=f"SELECT to_regclass('\"{s}\".contextfold_schema') IS NOT NULL",
+        create_schema_table=(
+            f'CREATE SCHEMA IF NOT EXISTS "{s}"',
+            f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER PRIMARY KEY,"
+            " name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+        ),
+        select_schema=f"SELECT version, name FROM {table} ORDER BY version",
+        insert_schema=f"INSERT INTO {table} (version, name) VALUES (%s, %s)",
+        # Two processes creating the same tables at once would collide in the catalog.
+        migration_lock=f"SELECT pg_advisory_xact_lock(hashtextextended('contextfold:{s}', 0))",
+        bump=(
+            f"INSERT INTO {conv} AS c (id, last_seq) VALUES (%s, %s)"
+            " ON CONFLICT (id) DO UPDATE SET last_seq = c.last_seq + EXCLUDED.last_seq"
+            " RETURNING last_seq"
+        ),
+        bump_returns=True,
+        select_last_seq=f"SELECT last_seq FROM {conv} WHERE id = %s",
+        lock_conversation=f"SELECT last_seq FROM {conv} WHERE id = %s FOR UPDATE",
+        insert_messages=(
+            f"INSERT INTO {msgs} (conversation_id, seq, data)"
+            " SELECT %s, u.s, u.d FROM unnest(%s::bigint[], %s::text[]) AS u(s, d)"
+        ),
+        insert_uses_arrays=True,
+        select_messages=(
+            f"SELECT seq, data FROM {msgs}"
+            " WHERE conversation_id = %s AND seq > %s ORDER BY seq LIMIT %s"
+        ),
+        no_limit=None,
+        select_latest_checkpoint_id=(
+            f"SELECT n, id FROM {ckpts} WHERE conversation_id = %s ORDER BY n DESC LIMIT 1"
+        ),
+        select_latest_checkpoint=(
+            f"SELECT n, data FROM {ckpts} WHERE conversation_id = %s ORDER BY n DESC LIMIT 1"
+        ),
+        select_checkpoints=f"SELECT n, data FROM {ckpts} WHERE conversation_id = %s ORDER BY n",
+        insert_checkpoint=(
+            f"INSERT INTO {ckpts} (conversation_id, n, id, data) VALUES (%s, %s, %s, %s)"
+        ),
+        select_conversations=f'SELECT id FROM {conv} ORDER BY id COLLATE "C"',
+        delete_statements=(
+            f"DELETE FROM {msgs} WHERE conversation_id = %s",
+            f"DELETE FROM {ckpts} WHERE conversation_id = %s",
+            f"DELETE FROM {conv} WHERE id = %s",
+        ),
+    )
+
+
+# -- operations --------------------------------------------------------------------------
+
+
+def op_schema_current(d: Dialect) -> Op[bool]:
+    """True when every known migration is applied (read-only; raises on a newer schema)."""
+    rows = yield Query(d.schema_table_exists)
+    if not rows or not rows[0][0]:
+        return False
+    applied = yield Query(d.select_schema)
+    return not _missing(d, applied)
+
+
+def op_migrate(d: Dialect) -> Op[list[str]]:
+    """Apply the missing migrations; returns their names. Run inside a write transaction."""
+    if d.migration_lock is not None:
+        yield Query(d.migration_lock)
+    for statement in d.create_schema_table:
+        yield Query(statement)
+    applied = yield Query(d.select_schema)
+    names = []
+    for migration in _missing(d, applied):
+        for statement in migration.statements:
+            yield Query(statement)
+        yield Query(d.insert_schema, (migration.version, migration.name))
+        names.append(migration.name)
+    return names
+
+
+def _missing(d: Dialect, applied: Rows) -> list[Migration]:
+    known = {m.version: m for m in d.migrations}
+    newest = max(known)
+    for version, name in applied:
+        migration = known.get(int(version))
+        if migration is None:
+            raise StoreError(
+                f"the {d.name} store's schema has migration {version} ({name}), newer than "
+                f"this contextfold knows (up to {newest}); upgrade contextfold to open it"
+            )
+        if migration.name != name:
+            raise StoreError(
+                f"the {d.name} store's schema migration {version} is {name!r}, but this "
+                f"contextfold expects {migration.name!r}: unknown schema, refusing to use it"
+            )
+    done = {int(row[0]) for row in applied}
+    return [m for m in d.migrations if m.version not in done]
+
+
+def op_append(d: Dialect, conversation_id: str, payloads: Sequence[str]) -> Op[list[int]]:
+    """Reserve ``len(payloads)`` sequence numbers and insert the rows (one transaction)."""
+    count = len(payloads)
+    rows = yield Query(d.bump, (conversation_id, count))
+    if not d.bump_returns:
+        rows = yield Query(d.select_last_seq, (conversation_id,))
+    last = int(rows[0][0])
+    first = last - count + 1
+    if d.insert_uses_arrays:
+        yield Query(d.insert_messages, (conversation_id, list(range(first, last + 1)), payloads))
+    else:
+        yield Query(
+            d.insert_messages,
+            [(conversation_id, first + i, p) for i, p in enumerate(payloads)],
+            many=True,
+        )
+    return list(range(first, last + 1))
+
+
+def op_read(
+    d: Dialect, conversation_id: str, after_seq: int, limit: int | None
+) -> Op[list[StoredMessage]]:
+    """Messages after ``after_seq`` in order; a damaged row raises with its seq."""
+    rows = yield Query(
+        d.select_messages, (conversation_id, after_seq, d.no_limit if limit is None else limit)
+    )
+    return [decode_message(data, conversation_id, int(seq)) for seq, data in rows]
+
+
+def op_last_seq(d: Dialect, conversation_id: str) -> Op[int]:
+    rows = yield Query(d.select_last_seq, (conversation_id,))
+    return int(rows[0][0]) if rows else 0
+
+
+def op_append_checkpoint(
+    d: Dialect,
+    conversation_id: str,
+    checkpoint: CheckpointRecord,
+    data: str,
+    expected_previous: str | None,
+) -> Op[CheckpointRecord]:
+    """Check and commit a checkpoint; runs inside a write transaction."""
+    rows = yield Query(d.lock_conversation, (conversation_id,))
+    last_seq = int(rows[0][0]) if rows else 0
+    latest = yield Query(d.select_latest_checkpoint_id, (conversation_id,))
+    latest_n, latest_id = (int(latest[0][0]), str(latest[0][1])) if latest else (0, None)
+    check_checkpoint_commit(
+        conversation_id,
+        checkpoint,
+        expected_previous=expected_previous,
+        latest_id=latest_id,
+        last_seq=last_seq,
+    )
+    yield Query(d.insert_checkpoint, (conversation_id, latest_n + 1, checkpoint.id, data))
+    return checkpoint
+
+
+def op_latest_checkpoint(d: Dialect, conversation_id: str) -> Op[CheckpointRecord | None]:
+    rows = yield Query(d.select_latest_checkpoint, (conversation_id,))
+    if not rows:
+        return None
+    n, data = rows[0]
+    return decode_checkpoint(data, conversation_id, int(n))
+
+
+def op_checkpoints(d: Dialect, conversation_id: str) -> Op[list[CheckpointRecord]]:
+    rows = yield Query(d.select_checkpoints, (conversation_id,))
+    return [decode_checkpoint(data, conversation_id, int(n)) for n, data in rows]
+
+
+def op_list(d: Dialect) -> Op[list[str]]:
+    rows = yield Query(d.select_conversations)
+    return sorted(str(row[0]) for row in rows)
+
+
+def op_delete(d: Dialect, conversation_id: str) -> Op[None]:
+    for statement in d.delete_statements:
+        yield Query(statement, (conversation_id,))
+
+
+def op_try_lock(d: Dialect, conversation_id: str, token: str, now: float, ttl: float) -> Op[bool]:
+    """Claim the lock row unless a live one exists (inside a write transaction)."""
+    rows = yield Query(d.select_lock, (conversation_id,))
+    if rows and float(rows[0][1]) > now:
+        return False
+    yield Query(d.upsert_lock, (conversation_id, token, now + ttl))
+    return True
+
+
+def op_release_lock(d: Dialect, conversation_id: str, token: str) -> Op[None]:
+    yield Query(d.release_lock, (conversation_id, token))
+
+
+# -- drivers -----------------------------------------------------------------------------
+
+
+def run_sync(cursor: Any, op: Op[T]) -> T:
+    """Run an operation on a DB-API cursor (the caller owns the transaction)."""
+    try:
+        query = next(op)
+        while True:
+            if query.many:
+                cursor.executemany(query.sql, query.params)
+                rows: Rows = []
+            else:
+                cursor.execute(query.sql, query.params)
+                rows = cursor.fetchall() if cursor.description is not None else []
+            query = op.send(rows)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+
+
+async def run_async(cursor: Any, op: Op[T]) -> T:
+    """Run an operation on a psycopg ``AsyncCursor`` (the caller owns the transaction)."""
+    try:
+        query = next(op)
+        while True:
+            if query.many:
+                await cursor.executemany(query.sql, query.params)
+                rows: Rows = []
+            else:
+                await cursor.execute(query.sql, query.params)
+                rows = await cursor.fetchall() if cursor.description is not None else []
+            query = op.send(rows)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result

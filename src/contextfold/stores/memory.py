@@ -1,0 +1,224 @@
+"""In-memory store: the contract with no I/O, for tests and short-lived processes.
+
+Messages are kept as the frozen :class:`Message` objects themselves (no serialization), so it
+is the fastest store, but nothing survives the process and nothing is shared between
+processes. It is thread-safe: one lock guards every operation.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+
+from contextfold.checkpoints import CheckpointRecord
+from contextfold.errors import StoreError
+from contextfold.messages import Message
+from contextfold.stores._codec import (
+    check_checkpoint_commit,
+    check_conversation_id,
+    check_read_args,
+    check_ttl,
+    encode_checkpoint,
+)
+from contextfold.stores.base import StoredMessage
+
+__all__ = ["InMemoryStore"]
+
+
+@dataclass
+class _Conversation:
+    messages: list[Message] = field(default_factory=list)
+    checkpoints: list[CheckpointRecord] = field(default_factory=list)
+
+
+class InMemoryStore:
+    """A process-local store implementing both :class:`Store` and :class:`AsyncStore`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conversations: dict[str, _Conversation] = {}
+        self._locks: dict[str, tuple[str, float]] = {}
+
+    def append(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
+        """Append atomically; return the sequence numbers given, in order."""
+        cid = check_conversation_id(conversation_id)
+        if isinstance(messages, (str, bytes, Message)) or not isinstance(messages, Sequence):
+            raise StoreError(
+                f"append to {cid!r} expects a sequence of Message, got {type(messages).__name__}"
+            )
+        batch = list(messages)
+        for index, message in enumerate(batch):
+            if not isinstance(message, Message):
+                raise StoreError(
+                    f"append to {cid!r}: item {index} is a {type(message).__name__}, "
+                    "not a Message; nothing was stored"
+                )
+        if not batch:
+            return []
+        with self._lock:
+            log = self._conversations.setdefault(cid, _Conversation()).messages
+            first = len(log) + 1
+            log.extend(batch)
+        return list(range(first, first + len(batch)))
+
+    def read(
+        self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredMessage]:
+        """Messages with ``seq > after_seq``, oldest first."""
+        cid = check_conversation_id(conversation_id)
+        check_read_args(after_seq, limit)
+        with self._lock:
+            conv = self._conversations.get(cid)
+            if conv is None:
+                return []
+            end = None if limit is None else after_seq + limit
+            window = conv.messages[after_seq:end]
+        return [StoredMessage(after_seq + 1 + i, m) for i, m in enumerate(window)]
+
+    def last_seq(self, conversation_id: str, /) -> int:
+        """The newest sequence number, 0 for an empty or unknown conversation."""
+        cid = check_conversation_id(conversation_id)
+        with self._lock:
+            conv = self._conversations.get(cid)
+            return 0 if conv is None else len(conv.messages)
+
+    def append_checkpoint(
+        self,
+        conversation_id: str,
+        checkpoint: CheckpointRecord,
+        /,
+        *,
+        expected_previous: str | None,
+    ) -> CheckpointRecord:
+        """Commit a checkpoint; :class:`ConflictError` if the log moved underneath it."""
+        cid = check_conversation_id(conversation_id)
+        # Encoding proves the record is storable in every backend, so tests that pass here
+        # pass on the persistent stores too.
+        encode_checkpoint(checkpoint)
+        with self._lock:
+            conv = self._conversations.get(cid)
+            check_checkpoint_commit(
+                cid,
+                checkpoint,
+                expected_previous=expected_previous,
+                latest_id=conv.checkpoints[-1].id if conv and conv.checkpoints else None,
+                last_seq=len(conv.messages) if conv else 0,
+            )
+            assert conv is not None  # the check above guarantees a non-empty log
+            conv.checkpoints.append(checkpoint)
+        return checkpoint
+
+    def latest_checkpoint(self, conversation_id: str, /) -> CheckpointRecord | None:
+        """The newest committed checkpoint, if any."""
+        cid = check_conversation_id(conversation_id)
+        with self._lock:
+            conv = self._conversations.get(cid)
+            return conv.checkpoints[-1] if conv and conv.checkpoints else None
+
+    def checkpoints(self, conversation_id: str, /) -> list[CheckpointRecord]:
+        """Every committed checkpoint, oldest first."""
+        cid = check_conversation_id(conversation_id)
+        with self._lock:
+            conv = self._conversations.get(cid)
+            return list(conv.checkpoints) if conv else []
+
+    @contextmanager
+    def compaction_lock(self, conversation_id: str, /, *, ttl: float = 120.0) -> Iterator[bool]:
+        """Single-flight within this process; yields whether the lock was taken."""
+        cid = check_conversation_id(conversation_id)
+        seconds = check_ttl(ttl)
+        token = uuid.uuid4().hex
+        now = time.monotonic()
+        with self._lock:
+            held = self._locks.get(cid)
+            taken = held is None or held[1] <= now
+            if taken:
+                self._locks[cid] = (token, now + seconds)
+        try:
+            yield taken
+        finally:
+            if taken:
+                with self._lock:
+                    if self._locks.get(cid, ("", 0.0))[0] == token:
+                        del self._locks[cid]
+
+    def list_conversations(self) -> list[str]:
+        """Ids of the stored conversations, sorted."""
+        with self._lock:
+            return sorted(cid for cid, conv in self._conversations.items() if conv.messages)
+
+    def delete(self, conversation_id: str, /) -> None:
+        """Remove a conversation with its checkpoints."""
+        cid = check_conversation_id(conversation_id)
+        with self._lock:
+            self._conversations.pop(cid, None)
+            self._locks.pop(cid, None)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    # -- async twins: nothing here blocks, so they call the sync methods directly -------
+
+    async def aappend(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
+        """Async :meth:`append`."""
+        return self.append(conversation_id, messages)
+
+    async def aread(
+        self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredMessage]:
+        """Async :meth:`read`."""
+        return self.read(conversation_id, after_seq=after_seq, limit=limit)
+
+    async def alast_seq(self, conversation_id: str, /) -> int:
+        """Async :meth:`last_seq`."""
+        return self.last_seq(conversation_id)
+
+    async def aappend_checkpoint(
+        self,
+        conversation_id: str,
+        checkpoint: CheckpointRecord,
+        /,
+        *,
+        expected_previous: str | None,
+    ) -> CheckpointRecord:
+        """Async :meth:`append_checkpoint`."""
+        return self.append_checkpoint(
+            conversation_id, checkpoint, expected_previous=expected_previous
+        )
+
+    async def alatest_checkpoint(self, conversation_id: str, /) -> CheckpointRecord | None:
+        """Async :meth:`latest_checkpoint`."""
+        return self.latest_checkpoint(conversation_id)
+
+    async def acheckpoints(self, conversation_id: str, /) -> list[CheckpointRecord]:
+        """Async :meth:`checkpoints`."""
+        return self.checkpoints(conversation_id)
+
+    def acompaction_lock(
+        self, conversation_id: str, /, *, ttl: float = 120.0
+    ) -> AbstractAsyncContextManager[bool]:
+        """Async :meth:`compaction_lock`."""
+        return self._alock(conversation_id, ttl)
+
+    @asynccontextmanager
+    async def _alock(self, conversation_id: str, ttl: float) -> AsyncIterator[bool]:
+        with self.compaction_lock(conversation_id, ttl=ttl) as taken:
+            yield taken
+
+    async def alist_conversations(self) -> list[str]:
+        """Async :meth:`list_conversations`."""
+        return self.list_conversations()
+
+    async def adelete(self, conversation_id: str, /) -> None:
+        """Async :meth:`delete`."""
+        self.delete(conversation_id)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+    def __repr__(self) -> str:
+        return f"InMemoryStore({len(self._conversations)} conversations)"

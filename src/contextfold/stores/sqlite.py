@@ -1,0 +1,348 @@
+"""SQLite store: the embedded default, standard library only.
+
+The database runs in WAL mode. Every write is one ``BEGIN IMMEDIATE`` transaction, which takes
+SQLite's write lock up front, so concurrent writers (threads or processes on the same machine)
+queue on the busy timeout instead of failing half-way, and each append gets a contiguous block
+of sequence numbers from the per-conversation counter row.
+
+Durability: with the default ``synchronous="NORMAL"`` a committed append survives the writing
+process being killed at any moment (the WAL is in the operating system's hands once the commit
+returns), but the last commits may be lost if the machine loses power or the kernel crashes.
+Pass ``synchronous="FULL"`` to sync the WAL on every commit and survive power loss too, at the
+cost of one disk flush per append.
+
+SQLite's locking needs a local file system; do not share the database over NFS. For many
+machines, use the PostgreSQL or Redis store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from typing import Literal, TypeVar
+
+from contextfold.checkpoints import CheckpointRecord
+from contextfold.errors import StoreError
+from contextfold.messages import Message
+from contextfold.stores._codec import (
+    check_conversation_id,
+    check_read_args,
+    check_ttl,
+    encode_checkpoint,
+    encode_messages,
+)
+from contextfold.stores._sql import (
+    Op,
+    op_append,
+    op_append_checkpoint,
+    op_checkpoints,
+    op_delete,
+    op_last_seq,
+    op_latest_checkpoint,
+    op_list,
+    op_migrate,
+    op_read,
+    op_release_lock,
+    op_schema_current,
+    op_try_lock,
+    run_sync,
+    sqlite_dialect,
+)
+from contextfold.stores.base import StoredMessage
+
+__all__ = ["SQLiteStore", "parse_sqlite_url"]
+
+T = TypeVar("T")
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+
+def parse_sqlite_url(url: str) -> str:
+    """The database path of a ``sqlite://`` URL.
+
+    ``sqlite:///chats.db`` is relative to the working directory, ``sqlite:////var/db/chats.db``
+    is absolute, and ``sqlite:///:memory:`` is a private in-memory database.
+    """
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or len(url) == len(prefix):
+        raise StoreError(
+            f"not a SQLite URL: {url!r} (expected sqlite:///relative.db, sqlite:////abs.db "
+            "or sqlite:///:memory:)"
+        )
+    return url[len(prefix) :]
+
+
+class SQLiteStore:
+    """The append-only log in one SQLite database file (sync and async).
+
+    Args:
+        target: a ``sqlite:///`` URL, a file path, or an open ``sqlite3.Connection`` (used as
+            is and not closed by :meth:`close`).
+        synchronous: the ``PRAGMA synchronous`` level; ``"NORMAL"`` survives a killed process,
+            ``"FULL"`` also survives power loss (see the module docs).
+        timeout: seconds a writer waits for another writer before giving up with
+            :class:`StoreError`.
+
+    The async methods run the same code in a worker thread: SQLite calls are short and local,
+    and one connection guarded by a lock serves both.
+    """
+
+    def __init__(
+        self,
+        target: str | os.PathLike[str] | sqlite3.Connection = "sqlite:///contextfold.db",
+        *,
+        synchronous: Synchronous = "NORMAL",
+        timeout: float = 30.0,
+    ) -> None:
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise StoreError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
+        self._dialect = sqlite_dialect()
+        self._lock = threading.RLock()
+        self._owned = not isinstance(target, sqlite3.Connection)
+        in_memory = False
+        if isinstance(target, sqlite3.Connection):
+            self._where = "the given sqlite3 connection"
+            conn = target
+        else:
+            raw = os.fspath(target)
+            path = parse_sqlite_url(raw) if raw.startswith("sqlite:") else raw
+            self._where = f"SQLite database {path!r}"
+            in_memory = path == ":memory:" or path.startswith("file::memory:")
+            try:
+                conn = sqlite3.connect(
+                    path, timeout=timeout, isolation_level=None, check_same_thread=False
+                )
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open {self._where}: {exc}") from exc
+        self._conn: sqlite3.Connection | None = conn
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            if self._owned and not in_memory:
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {synchronous}")
+            if not self._run(op_schema_current(self._dialect), write=False, what="open"):
+                self._run(op_migrate(self._dialect), write=True, what="migrate")
+        except BaseException as exc:
+            if self._owned:
+                conn.close()
+            self._conn = None
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"cannot open {self._where}: {exc}") from exc
+            raise
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _run(self, op: Op[T], *, write: bool, what: str, conversation_id: str = "") -> T:
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                op.close()
+                raise StoreError(f"{self._where} is closed")
+            cur = conn.cursor()
+            cur.row_factory = None
+            try:
+                if write:
+                    cur.execute("BEGIN IMMEDIATE")
+                    try:
+                        result = run_sync(cur, op)
+                    except BaseException:
+                        conn.rollback()
+                        raise
+                    conn.commit()
+                    return result
+                return run_sync(cur, op)
+            except sqlite3.Error as exc:
+                where = f" for conversation {conversation_id!r}" if conversation_id else ""
+                raise StoreError(f"{what} failed on {self._where}{where}: {exc}") from exc
+            finally:
+                cur.close()
+
+    # -- sync API ------------------------------------------------------------------------
+
+    def append(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
+        """Append atomically; return the sequence numbers given, in order."""
+        cid = check_conversation_id(conversation_id)
+        payloads = encode_messages(cid, messages)
+        if not payloads:
+            return []
+        return self._run(
+            op_append(self._dialect, cid, payloads), write=True, what="append", conversation_id=cid
+        )
+
+    def read(
+        self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredMessage]:
+        """Messages with ``seq > after_seq``, oldest first; an index range scan, O(limit)."""
+        cid = check_conversation_id(conversation_id)
+        check_read_args(after_seq, limit)
+        return self._run(
+            op_read(self._dialect, cid, after_seq, limit),
+            write=False,
+            what="read",
+            conversation_id=cid,
+        )
+
+    def last_seq(self, conversation_id: str, /) -> int:
+        """The newest sequence number, 0 for an empty or unknown conversation."""
+        cid = check_conversation_id(conversation_id)
+        return self._run(
+            op_last_seq(self._dialect, cid), write=False, what="last_seq", conversation_id=cid
+        )
+
+    def append_checkpoint(
+        self,
+        conversation_id: str,
+        checkpoint: CheckpointRecord,
+        /,
+        *,
+        expected_previous: str | None,
+    ) -> CheckpointRecord:
+        """Commit a checkpoint; :class:`ConflictError` if the log moved underneath it."""
+        cid = check_conversation_id(conversation_id)
+        data = encode_checkpoint(checkpoint)
+        return self._run(
+            op_append_checkpoint(self._dialect, cid, checkpoint, data, expected_previous),
+            write=True,
+            what="append_checkpoint",
+            conversation_id=cid,
+        )
+
+    def latest_checkpoint(self, conversation_id: str, /) -> CheckpointRecord | None:
+        """The newest committed checkpoint, if any."""
+        cid = check_conversation_id(conversation_id)
+        return self._run(
+            op_latest_checkpoint(self._dialect, cid),
+            write=False,
+            what="latest_checkpoint",
+            conversation_id=cid,
+        )
+
+    def checkpoints(self, conversation_id: str, /) -> list[CheckpointRecord]:
+        """Every committed checkpoint, oldest first."""
+        cid = check_conversation_id(conversation_id)
+        return self._run(
+            op_checkpoints(self._dialect, cid),
+            write=False,
+            what="checkpoints",
+            conversation_id=cid,
+        )
+
+    @contextmanager
+    def compaction_lock(self, conversation_id: str, /, *, ttl: float = 120.0) -> Iterator[bool]:
+        """Claim the conversation's lock row for ``ttl`` seconds; yields whether it was taken.
+
+        The claim is a write transaction, so exactly one process on the machine wins; a
+        holder that dies leaves a row that expires after ``ttl`` (wall-clock time).
+        """
+        cid = check_conversation_id(conversation_id)
+        seconds = check_ttl(ttl)
+        token = uuid.uuid4().hex
+        taken = self._run(
+            op_try_lock(self._dialect, cid, token, time.time(), seconds),
+            write=True,
+            what="compaction_lock",
+            conversation_id=cid,
+        )
+        try:
+            yield taken
+        finally:
+            if taken:
+                self._run(
+                    op_release_lock(self._dialect, cid, token),
+                    write=True,
+                    what="compaction_lock release",
+                    conversation_id=cid,
+                )
+
+    def list_conversations(self) -> list[str]:
+        """Ids of the stored conversations, sorted."""
+        return self._run(op_list(self._dialect), write=False, what="list_conversations")
+
+    def delete(self, conversation_id: str, /) -> None:
+        """Remove a conversation with its checkpoints and lock."""
+        cid = check_conversation_id(conversation_id)
+        self._run(op_delete(self._dialect, cid), write=True, what="delete", conversation_id=cid)
+
+    def close(self) -> None:
+        """Close the connection (a connection passed in by the caller is left open)."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None and self._owned:
+                conn.close()
+
+    # -- async API -----------------------------------------------------------------------
+
+    async def aappend(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
+        """Async :meth:`append` (runs in a worker thread)."""
+        return await asyncio.to_thread(self.append, conversation_id, messages)
+
+    async def aread(
+        self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredMessage]:
+        """Async :meth:`read`."""
+        return await asyncio.to_thread(
+            lambda: self.read(conversation_id, after_seq=after_seq, limit=limit)
+        )
+
+    async def alast_seq(self, conversation_id: str, /) -> int:
+        """Async :meth:`last_seq`."""
+        return await asyncio.to_thread(self.last_seq, conversation_id)
+
+    async def aappend_checkpoint(
+        self,
+        conversation_id: str,
+        checkpoint: CheckpointRecord,
+        /,
+        *,
+        expected_previous: str | None,
+    ) -> CheckpointRecord:
+        """Async :meth:`append_checkpoint`."""
+        return await asyncio.to_thread(
+            lambda: self.append_checkpoint(
+                conversation_id, checkpoint, expected_previous=expected_previous
+            )
+        )
+
+    async def alatest_checkpoint(self, conversation_id: str, /) -> CheckpointRecord | None:
+        """Async :meth:`latest_checkpoint`."""
+        return await asyncio.to_thread(self.latest_checkpoint, conversation_id)
+
+    async def acheckpoints(self, conversation_id: str, /) -> list[CheckpointRecord]:
+        """Async :meth:`checkpoints`."""
+        return await asyncio.to_thread(self.checkpoints, conversation_id)
+
+    def acompaction_lock(
+        self, conversation_id: str, /, *, ttl: float = 120.0
+    ) -> AbstractAsyncContextManager[bool]:
+        """Async :meth:`compaction_lock`."""
+        return self._alock(conversation_id, ttl)
+
+    @asynccontextmanager
+    async def _alock(self, conversation_id: str, ttl: float) -> AsyncIterator[bool]:
+        manager = self.compaction_lock(conversation_id, ttl=ttl)
+        taken = await asyncio.to_thread(manager.__enter__)
+        try:
+            yield taken
+        finally:
+            await asyncio.to_thread(manager.__exit__, None, None, None)
+
+    async def alist_conversations(self) -> list[str]:
+        """Async :meth:`list_conversations`."""
+        return await asyncio.to_thread(self.list_conversations)
+
+    async def adelete(self, conversation_id: str, /) -> None:
+        """Async :meth:`delete`."""
+        await asyncio.to_thread(self.delete, conversation_id)
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self._where})"
