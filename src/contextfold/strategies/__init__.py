@@ -15,17 +15,25 @@ from contextfold.strategies.base import (
     dry_run,
     run,
 )
+from contextfold.strategies.checkpoint import Checkpoint
+from contextfold.strategies.compactor import SummaryCompactor
 from contextfold.strategies.hybrid import Hybrid
+from contextfold.strategies.pipeline import Pipeline
+from contextfold.strategies.prune import PruneToolOutputs
 from contextfold.strategies.sliding import SlidingWindow
 from contextfold.strategies.summarization import Summarization
 
 __all__ = [
+    "Checkpoint",
     "Hybrid",
+    "Pipeline",
+    "PruneToolOutputs",
     "SlidingWindow",
     "Strategy",
     "StrategyResult",
     "Summarization",
     "SummaryCall",
+    "SummaryCompactor",
     "SummaryPlacement",
     "arun",
     "dry_run",

@@ -1,0 +1,226 @@
+"""Pipeline: run strategies in order, cheapest first, until the context fits.
+
+``Pipeline([PruneToolOutputs(), Hybrid(...)], max_tokens=8000)`` first clears old tool
+outputs; it measures the result and calls the summarizing stage only if the context is still
+over budget. Each stage works on the previous stage's output. The result is reported
+against the *original* history: dropped and summarized ranges are mapped back to the
+caller's indices (pruning keeps positions, so this is exact), notes are prefixed with the
+stage name, usage and call counts are added up, and the newest checkpoint is returned.
+
+A checkpoint handed to the pipeline belongs to the stage whose name matches its
+``strategy``. Until that stage runs, the pipeline measures (and, if it stops early, sends)
+``prefix + that summary + newer messages``, so a summary is never lost because an earlier
+stage already made the rest fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from contextfold.checkpoints import CheckpointRecord
+from contextfold.messages import Message
+from contextfold.strategies._common import (
+    assemble,
+    cut_points,
+    locate_checkpoint,
+    make_summary_id,
+    prepare,
+    ranges_of,
+    require_fit,
+)
+from contextfold.strategies.base import (
+    PlanGenerator,
+    Strategy,
+    StrategyResult,
+    SummaryPlacement,
+)
+from contextfold.strategies.sliding import fit_window
+from contextfold.summarizers.base import Usage
+from contextfold.tokens.base import TokenCounter
+
+__all__ = ["Pipeline"]
+
+
+class Pipeline:
+    """Run ``stages`` in order on each other's output; stop as soon as the context fits.
+
+    Args:
+        stages: the strategies to try, cheapest first (typically
+            :class:`~contextfold.strategies.PruneToolOutputs` then a summarizing strategy).
+        max_tokens: the budget checked before each stage. If the last stage leaves the
+            context over it, the sliding window trims the rest (pair-safe) and says so.
+
+    Raises:
+        ValueError: no stages, a stage that is not a strategy, or a non-positive budget.
+    """
+
+    def __init__(self, stages: Sequence[Strategy], *, max_tokens: int) -> None:
+        stages = tuple(stages)
+        if not stages:
+            raise ValueError("a pipeline needs at least one stage")
+        for stage in stages:
+            if not isinstance(stage, Strategy):
+                raise ValueError(f"{stage!r} is not a strategy (it needs name and plan())")
+        if max_tokens <= 0:
+            raise ValueError("max_tokens must be positive")
+        self.stages: tuple[Strategy, ...] = stages
+        self.max_tokens = max_tokens
+
+    @property
+    def name(self) -> str:
+        """``"pipeline"``."""
+        return "pipeline"
+
+    def __repr__(self) -> str:
+        inner = ", ".join(repr(s) for s in self.stages)
+        return f"Pipeline([{inner}], max_tokens={self.max_tokens})"
+
+    def plan(
+        self,
+        messages: Sequence[Message],
+        /,
+        *,
+        counter: TokenCounter,
+        checkpoint: CheckpointRecord | None = None,
+    ) -> PlanGenerator:
+        """Run the stages; yields whatever summary calls they yield.
+
+        Raises:
+            PairingError: the history breaks the tool-pair invariant (before any call).
+            BudgetError: the system prefix and the newest message cannot fit the budget.
+        """
+        history = messages
+        n = len(history)
+        p = prepare(history)
+        require_fit(history, p, cut_points(history, p), counter, self.max_tokens)
+
+        owner: Strategy | None = None
+        if checkpoint is not None:
+            owner = next((s for s in self.stages if s.name == checkpoint.strategy), None)
+        pending = checkpoint if owner is not None else None
+
+        current: list[Message] = list(history)
+        origin: list[int | None] = list(range(n))
+        summarized: set[int] = set()
+        dropped: set[int] = set()
+        summary_outside = False  # a summary of messages the caller did not pass in
+        pruned_ids: set[str] = set()
+        notes: list[str] = []
+        usage = Usage()
+        calls = 0
+        new_checkpoint: CheckpointRecord | None = None
+        reused: CheckpointRecord | None = None
+        fallback: str | None = None
+        failure_code: str | None = None
+
+        def effective() -> tuple[list[Message], list[int | None], set[int], bool]:
+            """``current`` with the pending checkpoint applied (as its owner would)."""
+            if pending is None or owner is None:
+                return current, origin, set(), False
+            covered = locate_checkpoint(current, p, pending, pending.strategy)
+            if covered is None:  # an empty summary: nothing to apply
+                return current, origin, set(), False
+            placement = getattr(owner, "placement", None)
+            if not isinstance(placement, SummaryPlacement):
+                placement = SummaryPlacement()
+            view = assemble(
+                current,
+                p,
+                summary=pending.summary.strip(),
+                placement=placement,
+                summary_msg_id=make_summary_id(current, p, covered, pending.strategy + pending.id),
+                tail_from=covered,
+                cuts=(),
+                counter=counter,
+                max_tokens=None,
+            )
+            assert view is not None
+            by_id = {m.id: origin[i] for i, m in enumerate(current)}
+            view_origin = [by_id.get(m.id) for m in view.messages]
+            covered_orig = {o for o in origin[p:covered] if o is not None}
+            return view.messages, view_origin, covered_orig, covered == p
+
+        stopped_early = False
+        for stage in self.stages:
+            view, _, view_summarized, outside = effective()
+            if counter.count_messages(view) <= self.max_tokens:
+                stopped_early = True
+                notes.append(f"fits the budget before {stage.name}: remaining stages skipped")
+                break
+            sub = yield from stage.plan(
+                current, counter=counter, checkpoint=pending if stage is owner else None
+            )
+            # Map the stage's ranges (indices into ``current``) back to the original history.
+            for a, b in sub.summarized_ranges:
+                mapped = {o for o in origin[a:b] if o is not None}
+                summarized |= mapped
+                if a == b:
+                    summary_outside = True
+            for a, b in sub.dropped_ranges:
+                dropped |= {o for o in origin[a:b] if o is not None}
+            pruned_ids |= set(sub.pruned)
+            notes.extend(f"{stage.name}: {note}" for note in sub.notes)
+            usage = usage + sub.usage
+            calls += sub.summary_calls
+            if sub.checkpoint is not None:
+                new_checkpoint = sub.checkpoint
+            if sub.reused_checkpoint is not None and reused is None:
+                reused = sub.reused_checkpoint
+            if sub.fallback is not None:
+                fallback, failure_code = f"{stage.name}: {sub.fallback}", sub.failure_code
+            by_id = {m.id: origin[i] for i, m in enumerate(current)}
+            current = list(sub.messages)
+            origin = [by_id.get(m.id) for m in current]
+            if stage is owner:
+                pending = None
+
+        final, final_origin, view_summarized, outside = effective()
+        if pending is not None and (view_summarized or outside):
+            summarized |= view_summarized
+            summary_outside = summary_outside or outside
+            reused = reused or pending
+        tokens = counter.count_messages(final)
+        if tokens > self.max_tokens:
+            fit = fit_window(final, self.max_tokens, counter, check_pairing=False)
+            gone = final_origin[fit.prefix_end : fit.start]
+            dropped |= {o for o in gone if o is not None}
+            if any(o is None for o in gone):
+                notes.append("the summary itself had to be dropped to fit the budget")
+            final = fit.messages(final)
+            final_origin = final_origin[: fit.prefix_end] + final_origin[fit.start :]
+            tokens = fit.tokens
+            notes.append(
+                f"still over budget after the last stage: dropped {fit.start - fit.prefix_end} "
+                "more messages with the sliding window"
+            )
+        elif not stopped_early and not notes:
+            notes.append("all stages ran")
+
+        present = {m.id for m in final}
+        dropped -= summarized
+        kept = tuple(
+            m.id
+            for m, o in zip(final, final_origin, strict=True)
+            if o is not None and history[o] is m
+        )
+        summarized_ranges = ranges_of(sorted(summarized))
+        if summary_outside and not summarized_ranges:
+            summarized_ranges = ((p, p),)
+        return StrategyResult(
+            messages=tuple(final),
+            strategy=self.name,
+            tokens=tokens,
+            history=history,
+            counter=counter,
+            kept=kept,
+            dropped_ranges=ranges_of(sorted(dropped)),
+            summarized_ranges=summarized_ranges,
+            pruned=tuple(m.id for m in history if m.id in pruned_ids and m.id in present),
+            checkpoint=new_checkpoint,
+            reused_checkpoint=reused,
+            fallback=fallback,
+            failure_code=failure_code,
+            usage=usage,
+            summary_calls=calls,
+            notes=tuple(notes),
+        )

@@ -1,0 +1,268 @@
+"""PruneToolOutputs: clear old tool outputs, model-free, before anything is summarized.
+
+In agent conversations most tokens are tool outputs (file reads, test logs, search hits) that
+mattered when they were read and rarely later. This strategy replaces the content of old tool
+results with a short marker that keeps the call id (so the pair stays valid) and says which
+tool ran and how much was cleared, for example ``[tool output cleared: read_file, 2,345
+tokens]``. The newest results, and every result of a protected tool, are left alone.
+
+It only shapes the context: the messages in the caller's list and in the store are never
+changed, so a pruned output can always be restored. Pruning happens only when it saves at
+least ``min_savings`` tokens, so a request never pays for a cache-breaking edit that buys
+almost nothing. Put it first in a :class:`~contextfold.strategies.Pipeline`, before a
+summarizing strategy: when pruning relieves the pressure, no summarizer is called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from contextfold.checkpoints import CheckpointRecord
+from contextfold.messages import Message, Part, ToolResultPart
+from contextfold.strategies._common import cut_points, prepare, require_fit
+from contextfold.strategies.base import PlanGenerator, StrategyResult
+from contextfold.strategies.sliding import fit_window
+from contextfold.tokens.base import TokenCounter
+from contextfold.turns import group_turns
+
+__all__ = ["DEFAULT_MARKER", "PruneToolOutputs"]
+
+DEFAULT_MARKER = "[tool output cleared: {name}, {tokens:,} tokens]"
+
+
+class PruneToolOutputs:
+    """Replace old tool outputs with a marker; no model involved.
+
+    Args:
+        keep_recent: the newest tool results (counted one per result) that stay intact.
+        keep_recent_turns: results inside the newest this-many turns also stay intact. A
+            long agent run is a single turn, so the default protects none by turn.
+        protect: names of tools whose results are never cleared (instructions, skills).
+        min_savings: prune only when at least this many tokens are saved in total.
+        marker: the text that replaces a cleared output. Placeholders: ``{name}`` (the
+            tool's name, or ``tool``), ``{tokens}``, ``{chars}`` and ``{call_id}``.
+        max_tokens: with a budget, prune only when over it, oldest outputs first, stopping
+            once the context fits (and ``min_savings`` is reached); if pruning everything
+            eligible is not enough, the sliding window trims the rest. Without one, every
+            eligible output is cleared.
+
+    Raises:
+        ValueError: an option is out of range or the marker has an unknown placeholder.
+    """
+
+    def __init__(
+        self,
+        *,
+        keep_recent: int = 3,
+        keep_recent_turns: int = 0,
+        protect: Iterable[str] = (),
+        min_savings: int = 1000,
+        marker: str = DEFAULT_MARKER,
+        max_tokens: int | None = None,
+    ) -> None:
+        if keep_recent < 0 or keep_recent_turns < 0:
+            raise ValueError("keep_recent and keep_recent_turns must not be negative")
+        if min_savings < 0:
+            raise ValueError("min_savings must not be negative")
+        if max_tokens is not None and max_tokens <= 0:
+            raise ValueError("max_tokens must be positive")
+        try:
+            marker.format(name="tool", tokens=1, chars=1, call_id="call")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"bad marker {marker!r}: {exc}") from exc
+        self.keep_recent = keep_recent
+        self.keep_recent_turns = keep_recent_turns
+        self.protect = frozenset(protect)
+        self.min_savings = min_savings
+        self.marker = marker
+        self.max_tokens = max_tokens
+
+    @property
+    def name(self) -> str:
+        """``"prune"``."""
+        return "prune"
+
+    def __repr__(self) -> str:
+        return (
+            f"PruneToolOutputs(keep_recent={self.keep_recent}, protect={sorted(self.protect)}, "
+            f"min_savings={self.min_savings}, max_tokens={self.max_tokens})"
+        )
+
+    def plan(
+        self,
+        messages: Sequence[Message],
+        /,
+        *,
+        counter: TokenCounter,
+        checkpoint: CheckpointRecord | None = None,
+    ) -> PlanGenerator:
+        """Return the pruned context; never yields. ``checkpoint`` is not used.
+
+        Raises:
+            PairingError: the history breaks the tool-pair invariant.
+            BudgetError: with ``max_tokens``, the prefix and the newest message cannot fit.
+        """
+        return self.prune(messages, counter=counter)
+        yield  # pragma: no cover - makes this a generator
+
+    def prune(self, messages: Sequence[Message], *, counter: TokenCounter) -> StrategyResult:
+        """Build the pruned context directly (what :meth:`plan` returns)."""
+        history = messages
+        p = prepare(history)
+        cuts = cut_points(history, p)
+        if self.max_tokens is not None:
+            require_fit(history, p, cuts, counter, self.max_tokens)
+        total = counter.count_messages(history)
+        if self.max_tokens is not None and total <= self.max_tokens:
+            return self._result(
+                history, list(history), total, (), (), ["the history fits"], counter
+            )
+
+        names = _call_names(history)
+        protected_from = self._protected_from(history, p)
+        out = list(history)
+        pruned: list[int] = []
+        saved = 0
+        for i in range(p, protected_from):
+            m = history[i]
+            if not m.tool_results:
+                continue
+            new = self._prune_message(m, names, counter)
+            if new is None:
+                continue
+            gain = counter.count_message(m) - counter.count_message(new)
+            if gain <= 0:
+                continue
+            if (
+                self.max_tokens is not None
+                and total - saved <= self.max_tokens
+                and saved >= self.min_savings
+            ):
+                break
+            out[i] = new
+            pruned.append(i)
+            saved += gain
+        if not pruned or saved < self.min_savings:
+            note = (
+                "no tool output old enough to clear"
+                if not pruned
+                else f"clearing would save {saved} tokens, under min_savings={self.min_savings}"
+            )
+            return self._trim(history, list(history), (), [note], counter)
+        note = f"cleared {len(pruned)} old tool output messages, saving {saved} tokens"
+        return self._trim(history, out, tuple(pruned), [note], counter)
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _protected_from(self, history: Sequence[Message], prefix_len: int) -> int:
+        """Index from which tool results are protected by recency."""
+        start = len(history)
+        remaining = self.keep_recent
+        i = len(history) - 1
+        while remaining > 0 and i >= prefix_len:
+            results = len(history[i].tool_results)
+            if results:
+                remaining -= results
+                start = i
+            i -= 1
+        if self.keep_recent_turns:
+            turns = group_turns(history)
+            if turns:
+                first = turns[max(0, len(turns) - self.keep_recent_turns)].start
+                start = min(start, first)
+        return start
+
+    def _prune_message(
+        self, message: Message, names: dict[str, str], counter: TokenCounter
+    ) -> Message | None:
+        """``message`` with its eligible results cleared, or None when none is eligible."""
+        parts: list[Part] = []
+        changed = False
+        for part in message.parts:
+            if isinstance(part, ToolResultPart):
+                tool = part.name or names.get(part.call_id)
+                if tool not in self.protect:
+                    text = self.marker.format(
+                        name=tool or "tool",
+                        tokens=_content_tokens(part, counter),
+                        chars=len(part.text),
+                        call_id=part.call_id,
+                    )
+                    parts.append(
+                        ToolResultPart(
+                            part.call_id,
+                            text,
+                            is_error=part.is_error,
+                            name=part.name,
+                            extra=part.extra,
+                        )
+                    )
+                    changed = True
+                    continue
+            parts.append(part)
+        return message.replace(parts=tuple(parts)) if changed else None
+
+    def _trim(
+        self,
+        history: Sequence[Message],
+        out: list[Message],
+        pruned: tuple[int, ...],
+        notes: list[str],
+        counter: TokenCounter,
+    ) -> StrategyResult:
+        tokens = counter.count_messages(out)
+        dropped: tuple[tuple[int, int], ...] = ()
+        if self.max_tokens is not None and tokens > self.max_tokens:
+            fit = fit_window(out, self.max_tokens, counter, check_pairing=False)
+            if fit.start > fit.prefix_end:
+                dropped = ((fit.prefix_end, fit.start),)
+                notes.append(
+                    f"still over budget after pruning: dropped {fit.start - fit.prefix_end} "
+                    "older messages with the sliding window"
+                )
+            out = fit.messages(out)
+            tokens = fit.tokens
+            pruned = tuple(i for i in pruned if not dropped or i >= dropped[0][1])
+        return self._result(history, out, tokens, pruned, dropped, notes, counter)
+
+    def _result(
+        self,
+        history: Sequence[Message],
+        out: list[Message],
+        tokens: int,
+        pruned: tuple[int, ...],
+        dropped: tuple[tuple[int, int], ...],
+        notes: list[str],
+        counter: TokenCounter,
+    ) -> StrategyResult:
+        pruned_set = set(pruned)
+        drop = dropped[0] if dropped else (0, 0)
+        kept = tuple(
+            history[i].id
+            for i in range(len(history))
+            if i not in pruned_set and not (drop[0] <= i < drop[1])
+        )
+        return StrategyResult(
+            messages=tuple(out),
+            strategy=self.name,
+            tokens=tokens,
+            history=history,
+            counter=counter,
+            kept=kept,
+            dropped_ranges=dropped,
+            pruned=tuple(history[i].id for i in pruned),
+            notes=tuple(notes),
+        )
+
+
+def _call_names(history: Sequence[Message]) -> dict[str, str]:
+    """Tool name of every call id in ``history``."""
+    return {c.id: c.name for m in history for c in m.tool_calls}
+
+
+def _content_tokens(part: ToolResultPart, counter: TokenCounter) -> int:
+    """Tokens of a result's content (text and images)."""
+    if isinstance(part.content, str):
+        return counter.count_text(part.content)
+    probe = Message("tool", (part,), id="probe")
+    return max(0, counter.count_message(probe) - counter.count_message(Message("tool", id="p")))
