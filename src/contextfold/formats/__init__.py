@@ -1,0 +1,182 @@
+"""Provider payload formats: OpenAI Chat Completions, OpenAI Responses and Anthropic Messages.
+
+Each format module has ``load(payload, *, strict=False) -> list[Message]`` and
+``dump(messages) -> payload``. A payload loaded and dumped in the same format comes back equal
+to the original; loading in one format and dumping in another converts it, keeping every tool
+call paired with its result. This package adds :func:`detect`, and :func:`load` / :func:`dump`
+that take the format by name::
+
+    from contextfold import formats
+
+    messages = formats.load(payload)               # format detected
+    body = formats.dump(messages, "anthropic")     # {"system": ..., "messages": [...]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeAlias
+
+from contextfold.errors import FormatError
+from contextfold.formats import anthropic, openai_chat, openai_responses
+from contextfold.messages import Message
+
+__all__ = [
+    "FORMAT_NAMES",
+    "FormatName",
+    "anthropic",
+    "detect",
+    "dump",
+    "load",
+    "openai_chat",
+    "openai_responses",
+]
+
+FormatName: TypeAlias = Literal["openai_chat", "openai_responses", "anthropic"]
+FORMAT_NAMES: tuple[FormatName, ...] = ("openai_chat", "openai_responses", "anthropic")
+
+_LOADERS: dict[str, Callable[..., list[Message]]] = {
+    "openai_chat": openai_chat.load,
+    "openai_responses": openai_responses.load,
+    "anthropic": anthropic.load,
+}
+_DUMPERS: dict[str, Callable[[Sequence[Message]], Any]] = {
+    "openai_chat": openai_chat.dump,
+    "openai_responses": openai_responses.dump,
+    "anthropic": anthropic.dump,
+}
+
+# Item types that exist only in the Responses API.
+_RESPONSES_ITEMS = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "reasoning",
+        "item_reference",
+        "web_search_call",
+        "file_search_call",
+        "computer_call",
+        "computer_call_output",
+        "image_generation_call",
+        "code_interpreter_call",
+        "local_shell_call",
+        "local_shell_call_output",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "compaction",
+    }
+)
+_RESPONSES_PARTS = frozenset({"input_text", "output_text", "input_image", "input_file"})
+_ANTHROPIC_BLOCKS = frozenset(
+    {"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"}
+)
+_CHAT_PARTS = frozenset({"image_url", "input_audio", "file"})
+_CHAT_ROLES = frozenset({"system", "developer", "tool"})
+_CHAT_KEYS = ("tool_calls", "tool_call_id")
+
+
+def _signals(item: Any) -> set[str]:
+    """The formats an item (message) can only belong to."""
+    found: set[str] = set()
+    if not isinstance(item, dict):
+        return found
+    kind = item.get("type")
+    if isinstance(kind, str) and kind in _RESPONSES_ITEMS:
+        found.add("openai_responses")
+    role = item.get("role")
+    if isinstance(role, str) and role in _CHAT_ROLES and "type" not in item:
+        found.add("openai_chat")
+    if any(k in item for k in _CHAT_KEYS):
+        found.add("openai_chat")
+    content = item.get("content")
+    if isinstance(content, list):
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            block_type = block.get("type")
+            if not isinstance(block_type, str):
+                continue
+            if block_type in _RESPONSES_PARTS:
+                found.add("openai_responses")
+            elif block_type in _ANTHROPIC_BLOCKS:
+                found.add("anthropic")
+            elif block_type in _CHAT_PARTS:
+                found.add("openai_chat")
+    return found
+
+
+def detect(payload: Any) -> FormatName:
+    """Tell which provider format a payload is in.
+
+    A dict with ``system`` and ``messages`` is Anthropic; a dict with ``messages`` alone is
+    Anthropic unless its messages show Chat features (``tool_calls``, ``role: "tool"``, system
+    messages ...). A list is read item by item: Responses item types and content types, Anthropic
+    blocks, or Chat features decide; a list of plain ``role``/``content`` messages (or an empty
+    list) is taken as OpenAI Chat, which every provider accepts in that simple form.
+
+    Raises:
+        FormatError: the payload fits no format, or mixes features of two.
+    """
+    if isinstance(payload, dict):
+        messages = payload.get("messages")
+        if not isinstance(messages, list):
+            raise FormatError("cannot detect the format: an object needs a 'messages' list")
+        if "system" in payload:
+            return "anthropic"
+        found = set().union(*(_signals(m) for m in messages))
+        if found == {"openai_chat"}:
+            return "openai_chat"
+        if found <= {"anthropic"}:
+            return "anthropic"
+        raise FormatError(f"cannot detect the format: messages mix {sorted(found)}")
+    if not isinstance(payload, list):
+        raise FormatError(f"cannot detect the format of a {type(payload).__name__}")
+    found = set()
+    for i, item in enumerate(payload):
+        if not isinstance(item, dict):
+            raise FormatError("cannot detect the format: items must be objects", index=i)
+        if "role" not in item and "type" not in item:
+            raise FormatError("cannot detect the format: item has no role or type", index=i)
+        found |= _signals(item)
+    if len(found) > 1:
+        raise FormatError(f"cannot detect the format: items mix {sorted(found)}")
+    if found:
+        return found.pop()  # type: ignore[return-value]
+    return "openai_chat"
+
+
+def _check_name(format: str) -> None:
+    if format not in _LOADERS:
+        raise FormatError(f"unknown format {format!r}; expected one of {list(FORMAT_NAMES)}")
+
+
+def load(payload: Any, format: str = "auto", *, strict: bool = False) -> list[Message]:
+    """Load a provider payload into messages.
+
+    Args:
+        payload: the provider payload (see each format module).
+        format: ``"auto"`` (see :func:`detect`) or one of :data:`FORMAT_NAMES`.
+        strict: reject what the format module would otherwise keep opaque or unchecked.
+
+    Raises:
+        FormatError: unknown format name, undetectable or malformed payload.
+    """
+    if format == "auto":
+        format = detect(payload)
+    _check_name(format)
+    return _LOADERS[format](payload, strict=strict)
+
+
+def dump(messages: Sequence[Message], format: str) -> Any:
+    """Dump messages in a provider format (converting when they came from another one).
+
+    Raises:
+        FormatError: unknown format name.
+    """
+    _check_name(format)
+    return _DUMPERS[format](messages)

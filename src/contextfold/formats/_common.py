@@ -1,0 +1,190 @@
+"""Helpers shared by the provider formats.
+
+Conventions for ``extra`` (on messages and on parts), so that a round trip is exact and a
+conversion to another format ignores what does not belong to it:
+
+* ``"<format>.<key>"`` holds a provider field we do not model, copied as is (``cache_control``,
+  ``annotations`` ...). A modeled field whose value was ``null`` is kept the same way, so the
+  null comes back on dump. The dumper of ``<format>`` writes these keys back without
+  overriding anything it computed itself; other dumpers ignore them.
+* ``"<format>:<hint>"`` records a shape detail that is not a field (content given as a list
+  rather than a string, a key that was absent ...). Only the dumper of ``<format>`` reads it.
+* ``"<format>:raw"`` on an empty :class:`TextPart` keeps a block or content part of a type we
+  do not model (audio, documents, server tool blocks ...), so it survives a round trip in its
+  own format; other formats leave it out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+from contextfold.errors import FormatError
+from contextfold.messages import Part, TextPart, ThinkingPart
+
+FORMATS = ("openai_chat", "openai_responses", "anthropic")
+
+_DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
+# Falls back on this MIME type when an inline image has none (OpenAI data URLs need one).
+DEFAULT_IMAGE_MIME = "image/png"
+
+
+def fail(message: str, *, index: int | None = None, field: str | None = None) -> NoReturn:
+    """Raise a :class:`FormatError` naming where the payload is wrong."""
+    raise FormatError(message, index=index, field=field)
+
+
+def type_name(value: Any) -> str:
+    """A JSON-ish name for the type of ``value``, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def copy_json(value: Any) -> Any:
+    """Copy the dicts and lists of a JSON-like value (scalars are immutable and shared).
+
+    Used on the way in and on the way out, so that neither the caller's payload nor a dumped
+    payload shares a mutable object with a stored message.
+    """
+    if isinstance(value, dict):
+        return {k: copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_json(v) for v in value]
+    return value
+
+
+def keep_unknown(
+    raw: Mapping[str, Any], known: frozenset[str], ns: str, extra: dict[str, Any]
+) -> None:
+    """Copy the fields of ``raw`` that are not in ``known`` into ``extra`` as ``ns.key``."""
+    for key, value in raw.items():
+        if key not in known:
+            extra[f"{ns}.{key}"] = copy_json(value)
+
+
+def put_unknown(out: dict[str, Any], extra: Mapping[str, Any], ns: str) -> dict[str, Any]:
+    """Write back the ``ns.key`` fields of ``extra`` that ``out`` does not already have."""
+    if extra:
+        prefix = ns + "."
+        n = len(prefix)
+        for key, value in extra.items():
+            if key.startswith(prefix) and key[n:] not in out:
+                out[key[n:]] = copy_json(value)
+    return out
+
+
+def hint(extra: Mapping[str, Any], ns: str, name: str) -> Any:
+    """The shape hint ``ns:name`` or ``None``."""
+    return extra.get(f"{ns}:{name}") if extra else None
+
+
+def is_foreign(extra: Mapping[str, Any], ns: str) -> bool:
+    """True when ``extra`` carries fields or hints of a format other than ``ns``."""
+    if not extra:
+        return False
+    for key in extra:
+        for other in FORMATS:
+            if other != ns and key.startswith(other) and key[len(other) : len(other) + 1] in ".:":
+                return True
+    return False
+
+
+def opaque(raw: Mapping[str, Any], ns: str) -> TextPart:
+    """An empty text part that carries a block we do not model, for round trips only."""
+    return TextPart("", extra={f"{ns}:raw": copy_json(raw)})
+
+
+def opaque_raw(part: Part, ns: str) -> tuple[bool, Any]:
+    """``(is_opaque, own_raw)``: own_raw is the kept block when it belongs to ``ns``."""
+    if not isinstance(part, TextPart) or part.text or not part.extra:
+        return False, None
+    own = part.extra.get(f"{ns}:raw")
+    if own is not None:
+        return True, copy_json(own)
+    return any(f"{f}:raw" in part.extra for f in FORMATS), None
+
+
+def thinking_is_foreign(part: ThinkingPart, message_extra: Mapping[str, Any], ns: str) -> bool:
+    """Reasoning is bound to the provider that produced it (signatures, encryption)."""
+    return is_foreign(part.extra, ns) or is_foreign(message_extra, ns)
+
+
+def split_data_url(url: str) -> tuple[str, str] | None:
+    """``(mime, base64 data)`` of a ``data:<mime>;base64,<data>`` URL, else ``None``."""
+    match = _DATA_URL.fullmatch(url)
+    if match is None:
+        return None
+    return match.group(1), match.group(2)
+
+
+def data_url(mime: str | None, data: str) -> str:
+    """Inverse of :func:`split_data_url`."""
+    return f"data:{mime or DEFAULT_IMAGE_MIME};base64,{data}"
+
+
+def canonical_json(value: Any, where: str, index: int | None) -> str:
+    """Canonical JSON text of ``value``; :class:`FormatError` when it is not JSON data."""
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        fail(f"value is not JSON data: {exc}", index=index, field=where)
+
+
+def check_json_text(text: str, *, index: int, field: str) -> None:
+    """Raise :class:`FormatError` when ``text`` is not JSON (used in strict mode)."""
+    if not text.strip():
+        return
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        fail(f"arguments are not valid JSON: {exc}", index=index, field=field)
+
+
+class IdMaker:
+    """Deterministic, unique message ids for one payload.
+
+    A provider id is used when the item has one and it is not taken yet; otherwise the id is a
+    hash of the position and the canonical JSON of the item, so loading the same payload twice
+    gives the same ids, and a message keeps its id when the conversation grows after it.
+    """
+
+    __slots__ = ("_used",)
+
+    def __init__(self) -> None:
+        self._used: set[str] = set()
+
+    def make(self, index: int | str, raw: Any, *, provider_id: Any = None) -> str:
+        """The id for the item at ``index`` whose payload is ``raw``."""
+        if isinstance(provider_id, str) and provider_id and provider_id not in self._used:
+            self._used.add(provider_id)
+            return provider_id
+        where = index if isinstance(index, int) else None
+        text = f"{index}\x00{canonical_json(raw, 'id', where)}"
+        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12)
+        candidate = "msg_" + digest.hexdigest()
+        n = 1
+        base = candidate
+        while candidate in self._used:
+            n += 1
+            candidate = f"{base}_{n}"
+        self._used.add(candidate)
+        return candidate
+
+
+# The shared empty ``extra`` of messages and parts: passing it keeps loaded objects as light as
+# hand-built ones.
+NO_EXTRA: Mapping[str, Any] = TextPart("").extra
