@@ -64,9 +64,8 @@ _T = TypeVar("_T")
 DEFAULT_MAX_TOKENS = 8000
 
 _PREFIX_PAGE = 16  # rows per read while loading the system prefix
-_FIRST_PAGE = 128  # rows of the first backwards read of a sliding window
+_FIRST_PAGE = 64  # rows of the first backwards read of a sliding window
 _COUNT_PAGE = 2048  # rows per read while counting a stored history
-_RESET_GAP = 4096  # more new messages than this: re-read the window instead of the gap
 
 _LOCK_BUSY = (
     "another process holds the compaction lock for this conversation; built without compacting"
@@ -547,8 +546,8 @@ class _MemoryCore:
     def _window_start(self, last: int, budget: int) -> _Core[int]:
         """The seq a sliding window must read from to cover ``budget`` at a turn start."""
         floor = len(self.prefix) + 1
-        if self.seg and last - self.seg_end > _RESET_GAP:
-            self.seg = []
+        if self.seg and last - self.seg_end > _FIRST_PAGE:
+            self.seg = []  # far behind: the newest page is all a window can need first
         if self.seg and self.seg_start <= last:
             yield from self._ensure(self.seg_start, last)
         else:
@@ -710,7 +709,8 @@ class _MemoryCore:
                 result = stop.value
             if restart:
                 continue
-            if result.checkpoint is None:
+            new = result.checkpoint
+            if new is None:
                 break
             if locked is None:
                 locked = yield _Lock(self.lock_ttl)
@@ -719,7 +719,6 @@ class _MemoryCore:
             if not locked:
                 result = _without_new_checkpoint(result)
                 break
-            new = result.checkpoint
             record = self._sealed(new, history, stored)
             if record is None:
                 memory_notes.append(

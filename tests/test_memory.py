@@ -1,0 +1,745 @@
+"""ConversationMemory: building, stats, checkpoints, locking, restoring and reading cost."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from contextfold.checkpoints import CheckpointRecord
+from contextfold.errors import BudgetError, ConflictError, FormatError, PairingError, StoreError
+from contextfold.memory import Context, ContextPlan, ConversationMemory, MemoryStats
+from contextfold.messages import Message, ToolCallPart
+from contextfold.stores.base import StoredMessage
+from contextfold.stores.memory import InMemoryStore
+from contextfold.stores.sqlite import SQLiteStore
+from contextfold.strategies.base import PlanGenerator, run
+from contextfold.strategies.hybrid import Hybrid
+from contextfold.strategies.sliding import SlidingWindow
+from contextfold.strategies.summarization import Summarization
+from contextfold.summarizers.base import SummaryRequest
+from contextfold.testing import FakeSummarizer, FixedCounter
+from contextfold.tokens.approx import ApproxCounter
+from contextfold.tokens.base import TokenCounter
+
+IN_CI = bool(os.environ.get("CI"))
+SUMMARY = "The user asked many questions about their order; every one was answered."
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def chat(n_turns: int, *, system: str | None = "You are a support agent.") -> list[Message]:
+    """A plain chat: optional system message, then user/assistant turns of ~30 tokens each."""
+    out: list[Message] = [Message.system(system)] if system else []
+    for i in range(n_turns):
+        out.append(Message.user(f"question {i}: " + "about my order " * 6))
+        out.append(Message.assistant(f"answer {i}: " + "here is the status " * 5))
+    return out
+
+
+def tool_turn(i: int) -> list[Message]:
+    """A turn with two parallel tool calls."""
+    a, b = f"call_{i}_a", f"call_{i}_b"
+    return [
+        Message.user(f"look up order {i}"),
+        Message.assistant(
+            tool_calls=[ToolCallPart(a, "lookup", '{"n": 1}'), ToolCallPart(b, "lookup", "{}")]
+        ),
+        Message.tool_result(a, "shipped " * 10),
+        Message.tool_result(b, "paid " * 10),
+        Message.assistant(f"order {i} is shipped and paid"),
+    ]
+
+
+def ids(messages: Sequence[Message]) -> list[str]:
+    return [m.id for m in messages]
+
+
+def texts(messages: Sequence[Message]) -> list[str]:
+    return [m.text for m in messages]
+
+
+class CountingStore(InMemoryStore):
+    """An in-memory store that records how many rows each read returned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows_read = 0
+        self.reads = 0
+
+    def read(
+        self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredMessage]:
+        rows = super().read(conversation_id, after_seq=after_seq, limit=limit)
+        self.reads += 1
+        self.rows_read += len(rows)
+        return rows
+
+    async def aread(
+        self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredMessage]:
+        return self.read(conversation_id, after_seq=after_seq, limit=limit)
+
+
+class Recording:
+    """A strategy that delegates to another and records the history it was given."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seen: list[list[Message]] = []
+        self.checkpoints: list[CheckpointRecord | None] = []
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    def plan(
+        self,
+        messages: Sequence[Message],
+        /,
+        *,
+        counter: TokenCounter,
+        checkpoint: CheckpointRecord | None = None,
+    ) -> PlanGenerator:
+        self.seen.append(list(messages))
+        self.checkpoints.append(checkpoint)
+        result = yield from self.inner.plan(messages, counter=counter, checkpoint=checkpoint)
+        return result
+
+
+def hybrid(summarizer: FakeSummarizer, max_tokens: int = 400) -> Hybrid:
+    return Hybrid(max_tokens, keep_recent=4, chunk_size=4, summarizer=summarizer, max_chunks=64)
+
+
+def _redis_url() -> str | None:
+    return os.environ.get("CONTEXTFOLD_TEST_REDIS_URL")
+
+
+def _postgres_url() -> str | None:
+    return os.environ.get("CONTEXTFOLD_TEST_POSTGRES_URL")
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """Every store backend; the real-server ones only when their URL is set."""
+    kind = request.param
+    if kind == "memory":
+        yield InMemoryStore()
+        return
+    if kind == "sqlite":
+        s = SQLiteStore(f"sqlite:///{tmp_path / 'memory.db'}")
+        yield s
+        s.close()
+        return
+    url = _redis_url() if kind == "redis" else _postgres_url()
+    if not url:
+        if IN_CI:
+            pytest.fail(f"CONTEXTFOLD_TEST_{kind.upper()}_URL must be set in CI")
+        pytest.skip(f"no {kind} server configured")
+    from contextfold.stores import open_store  # type: ignore[attr-defined]
+
+    s = open_store(url)
+    yield s
+    s.close()
+
+
+# -- the seed quick start and stats ----------------------------------------------------------
+
+
+def test_seed_quick_start_support_chat() -> None:
+    memory = ConversationMemory()  # SlidingWindow(8000), InMemoryStore, ApproxCounter
+    memory.add(Message.user("Hello, I need help with my order"))
+    memory.add(Message.assistant("Sure, what is your order number?"))
+    memory.add(Message.user("It is 48213"))
+    ctx = memory.build_context()
+    assert texts(ctx) == [
+        "Hello, I need help with my order",
+        "Sure, what is your order number?",
+        "It is 48213",
+    ]
+    stats = ctx.stats
+    assert memory.stats is stats
+    # ApproxCounter: ceil(len/4) + 3 per message: 8+3, 8+3, 3+3.
+    assert stats.current_tokens == 28
+    assert stats.total_tokens == 28
+    assert stats.tokens_saved == 0
+    assert stats.message_count == 3
+    assert stats.context_message_count == 3
+    assert stats.compression_ratio == 1.0
+    assert stats.is_summarized is False
+    assert stats.strategy == "sliding"
+    assert stats.fallback is False
+    assert stats.lifetime_tokens_saved == 0
+
+
+def test_stats_arithmetic_with_fixed_counter() -> None:
+    counter = FixedCounter(10, per_char=0)  # every message costs exactly 10 tokens
+    memory = ConversationMemory(strategy=SlidingWindow(45), counter=counter)
+    memory.extend(chat(3))  # system + 6 messages = 70 tokens
+    ctx = memory.build_context()
+    # Room after the system prompt: 35 -> only the newest whole turn (20) fits.
+    assert texts(ctx)[0] == "You are a support agent."
+    assert len(ctx) == 3
+    s = ctx.stats
+    assert (s.current_tokens, s.total_tokens, s.tokens_saved) == (30, 70, 40)
+    assert s.compression_ratio == pytest.approx(30 / 70)
+    assert (s.message_count, s.context_message_count, s.dropped_count) == (7, 3, 4)
+    assert s.summarized_count == 0
+    assert s.lifetime_tokens_saved == 40
+    # A second build after one more turn: 90 tokens stored, 30 sent.
+    memory.extend(chat(1, system=None))
+    s2 = memory.build_context().stats
+    assert (s2.current_tokens, s2.total_tokens, s2.tokens_saved) == (30, 90, 60)
+    assert s2.lifetime_tokens_saved == 40 + 60
+    assert s.lifetime_tokens_saved == 40  # an earlier snapshot does not move
+
+
+def test_lifetime_savings_are_net_of_summarizer_cost() -> None:
+    fake = FakeSummarizer(SUMMARY)
+    memory = ConversationMemory(strategy=hybrid(fake))
+    memory.extend(chat(30))
+    first = memory.build_context().stats
+    assert first.compacted
+    assert first.summarizer_tokens > 0
+    assert first.lifetime_tokens_saved == first.tokens_saved - first.summarizer_tokens
+    second = memory.build_context().stats
+    assert second.summarizer_tokens == 0
+    assert second.lifetime_tokens_saved == (
+        first.tokens_saved + second.tokens_saved - first.summarizer_tokens
+    )
+    total_usage = sum(len(r.messages) > 0 for r in fake.requests)  # every request was a real one
+    assert total_usage == fake.calls
+
+
+def test_tools_are_counted_and_returned() -> None:
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {}}}]
+    counter = ApproxCounter()
+    memory = ConversationMemory(tools=tools, counter=counter)
+    memory.add(Message.user("hi"))
+    ctx = memory.build_context()
+    assert ctx.stats.tools_tokens == counter.count_tools(tools) > 0
+    assert ctx.tools == tuple(tools)
+
+
+# -- sync / async parity -----------------------------------------------------------------------
+
+
+async def test_sync_and_async_give_the_same_contexts(tmp_path: Path) -> None:
+    history = chat(25)
+    results: list[list[tuple[list[str], dict[str, Any]]]] = []
+    for use_async in (False, True):
+        fake = FakeSummarizer(SUMMARY)
+        store = SQLiteStore(f"sqlite:///{tmp_path / f'parity{use_async}.db'}")
+        memory = ConversationMemory(strategy=hybrid(fake), store=store, conversation_id="c1")
+        seen = []
+        for chunk in (history[:21], history[21:41], history[41:]):
+            if use_async:
+                await memory.aextend(chunk)
+                ctx = await memory.abuild_context()
+            else:
+                memory.extend(chunk)
+                ctx = memory.build_context()
+            d = ctx.stats.as_dict()
+            d.pop("checkpoint_id")
+            seen.append((texts(ctx), d))
+        results.append(seen)
+        store.close()
+    assert results[0] == results[1]
+    assert any(d["compacted"] for _, d in results[0])
+
+
+# -- plan() ------------------------------------------------------------------------------------
+
+
+def test_plan_calls_no_summarizer_and_persists_nothing() -> None:
+    fake = FakeSummarizer(SUMMARY)
+    store = InMemoryStore()
+    memory = ConversationMemory(strategy=hybrid(fake), store=store)
+    memory.extend(chat(30))
+    plan = memory.plan()
+    assert isinstance(plan, ContextPlan)
+    assert fake.calls == 0
+    assert store.checkpoints(memory.conversation_id) == []
+    assert memory.stats is None  # a plan is not a build
+    assert plan.would_summarize
+    assert plan.summary_calls > 0
+    assert "[dry run" in plan.messages[1].text
+    # Every stored seq is accounted for exactly once.
+    covered = sorted(s for r in (*plan.kept, *plan.dropped, *plan.summarized) for s in r)
+    assert covered == list(range(1, 62))
+    assert plan.stats.message_count == 61
+    assert plan.stats.summarizer_tokens == 0
+    assert plan.stats.compacted is False
+    # The plan agrees with the real build on what is kept verbatim.
+    ctx = memory.build_context()
+    assert fake.calls > 0
+    kept_seqs = [s for r in plan.kept for s in r]
+    full = memory.messages
+    assert ids(full[s - 1] for s in kept_seqs[1:]) == ids(ctx.messages[1:])  # type: ignore[arg-type]
+
+
+def test_plan_of_sliding_window_ranges() -> None:
+    memory = ConversationMemory(strategy=SlidingWindow(45), counter=FixedCounter(10, per_char=0))
+    memory.extend(chat(3))
+    plan = memory.plan()
+    assert plan.kept == (range(1, 2), range(6, 8))
+    assert plan.dropped == (range(2, 6),)
+    assert plan.summarized == ()
+    assert plan.summary_calls == 0
+    assert plan.stats.tokens_saved == 40
+
+
+# -- checkpoints -------------------------------------------------------------------------------
+
+
+def test_two_builds_make_one_summarizer_call(store: Any) -> None:
+    fake = FakeSummarizer(SUMMARY)
+    strategy = Recording(hybrid(fake))
+    memory = ConversationMemory(strategy=strategy, store=store)
+    memory.extend(chat(30))
+    first = memory.build_context()
+    calls = fake.calls
+    assert calls >= 1
+    assert first.stats.compacted
+    assert first.checkpoint is not None
+    stored = store.checkpoints(memory.conversation_id)
+    assert [c.id for c in stored] == [first.checkpoint.id]
+    assert stored[0].last_covered_seq is not None
+    second = memory.build_context()
+    assert fake.calls == calls  # the span was summarized once
+    assert second.stats.compacted is False
+    assert second.checkpoint is not None
+    assert second.checkpoint.id == first.checkpoint.id
+    assert second.stats.is_summarized
+    assert texts(second) == texts(first)
+    # The second build handed the strategy only the prefix and what follows the checkpoint.
+    covered = stored[0].last_covered_seq
+    assert len(strategy.seen[1]) == 1 + (61 - covered)
+    assert strategy.checkpoints[1] is not None
+    assert second.stats.summarized_count == covered - 1
+
+
+@pytest.mark.parametrize("make", ["hybrid", "summary"])
+def test_strategies_honour_the_checkpoint_contract(make: str) -> None:
+    """Given prefix + messages after the checkpoint, a strategy builds the same context as
+    from the full history with the checkpoint inside it."""
+    fake = FakeSummarizer(SUMMARY)
+    if make == "hybrid":
+        strategy: Any = hybrid(fake)
+    else:
+        strategy = Summarization(400, keep_recent=4, summarizer=fake)
+    memory = ConversationMemory(strategy=strategy)
+    memory.extend(chat(30))
+    memory.build_context()
+    memory.extend(chat(2, system=None))
+    ctx = memory.build_context()
+    ckpt = memory.store.latest_checkpoint(memory.conversation_id)
+    assert ckpt is not None
+    direct = run(strategy, memory.messages, counter=memory.counter, checkpoint=ckpt)
+    assert texts(direct.messages) == texts(ctx)
+
+
+def test_new_messages_extend_the_checkpoint_later() -> None:
+    fake = FakeSummarizer(SUMMARY)
+    memory = ConversationMemory(strategy=hybrid(fake))
+    memory.extend(chat(30))
+    first = memory.build_context()
+    memory.extend(chat(20, system=None))
+    second = memory.build_context()
+    assert second.stats.compacted
+    assert second.checkpoint is not None
+    assert first.checkpoint is not None
+    assert second.checkpoint.previous_id == first.checkpoint.id
+    chain = memory.store.checkpoints(memory.conversation_id)
+    assert [c.id for c in chain] == [first.checkpoint.id, second.checkpoint.id]
+    assert chain[1].last_covered_seq > chain[0].last_covered_seq
+
+
+def test_lock_held_elsewhere_builds_without_compacting(store: Any) -> None:
+    fake = FakeSummarizer(SUMMARY)
+    memory = ConversationMemory(strategy=hybrid(fake), store=store)
+    memory.extend(chat(30))
+    with store.compaction_lock(memory.conversation_id) as taken:
+        assert taken
+        ctx = memory.build_context()
+    assert fake.calls == 0
+    assert store.checkpoints(memory.conversation_id) == []
+    assert ctx.stats.fallback is True
+    assert "compaction lock" in (ctx.stats.fallback_reason or "")
+    assert ctx.stats.is_summarized is False
+    assert ctx.stats.current_tokens <= 400
+    # Once the lock is free, the next build compacts.
+    after = memory.build_context()
+    assert after.stats.compacted
+    assert fake.calls > 0
+
+
+async def test_lock_held_elsewhere_async(tmp_path: Path) -> None:
+    store = SQLiteStore(f"sqlite:///{tmp_path / 'lock.db'}")
+    fake = FakeSummarizer(SUMMARY)
+    memory = ConversationMemory(strategy=hybrid(fake), store=store)
+    await memory.aextend(chat(30))
+    async with store.acompaction_lock(memory.conversation_id) as taken:
+        assert taken
+        ctx = await memory.abuild_context()
+    assert fake.calls == 0
+    assert ctx.stats.fallback
+    store.close()
+
+
+def test_lock_busy_falls_back_to_the_stored_checkpoint() -> None:
+    store = InMemoryStore()
+    fake = FakeSummarizer(SUMMARY)
+    memory = ConversationMemory(strategy=hybrid(fake), store=store)
+    memory.extend(chat(30))
+    first = memory.build_context()
+    calls = fake.calls
+    memory.extend(chat(20, system=None))  # enough to need another compaction
+    with store.compaction_lock(memory.conversation_id):
+        ctx = memory.build_context()
+    assert fake.calls == calls
+    assert ctx.stats.fallback
+    assert store.latest_checkpoint(memory.conversation_id).id == first.checkpoint.id  # type: ignore[union-attr]
+
+
+def test_commit_conflict_reloads_and_rebuilds_once() -> None:
+    store = InMemoryStore()
+    cid = "conflict"
+    other = ConversationMemory(
+        strategy=hybrid(FakeSummarizer(SUMMARY)), store=store, conversation_id=cid
+    )
+    rival: list[CheckpointRecord] = []
+
+    def summarize_and_race(request: SummaryRequest) -> str:
+        # While this process summarizes, another one commits a checkpoint (its lock
+        # expired, say): our commit must be rejected, and we rebuild on theirs.
+        if not rival:
+            rec = CheckpointRecord(
+                summary="the rival summary",
+                last_covered_id=other.messages[20].id,
+                strategy="hybrid",
+                last_covered_seq=21,
+            )
+            rival.append(store.append_checkpoint(cid, rec, expected_previous=None))
+        return SUMMARY
+
+    fake = FakeSummarizer(summarize_and_race)
+    memory = ConversationMemory(strategy=hybrid(fake), store=store, conversation_id=cid)
+    memory.extend(chat(30))
+    ctx = memory.build_context()
+    chain = store.checkpoints(cid)
+    assert chain[0].id == rival[0].id
+    assert len(chain) == 2
+    assert chain[1].previous_id == rival[0].id
+    assert ctx.checkpoint is not None
+    assert ctx.checkpoint.id == chain[1].id
+    assert any("conflict" in n for n in ctx.stats.notes)
+
+
+def test_a_second_conflict_is_raised() -> None:
+    store = InMemoryStore()
+    cid = "conflict2"
+
+    def always_race(request: SummaryRequest) -> str:
+        prev = store.latest_checkpoint(cid)
+        rec = CheckpointRecord(
+            summary="rival", last_covered_id=seed[3].id, strategy="other", last_covered_seq=4
+        )
+        store.append_checkpoint(cid, rec, expected_previous=prev.id if prev else None)
+        return SUMMARY
+
+    seed = chat(30)
+    memory = ConversationMemory(
+        strategy=hybrid(FakeSummarizer(always_race)), store=store, conversation_id=cid
+    )
+    memory.extend(seed)
+    with pytest.raises(ConflictError):
+        memory.build_context()
+    assert memory.messages == seed  # nothing stored was lost
+
+
+# -- restoring -----------------------------------------------------------------------------
+
+
+def test_open_restores_a_sqlite_conversation(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'chats.db'}"
+    fake = FakeSummarizer(SUMMARY)
+    with ConversationMemory(
+        strategy=hybrid(fake), store=SQLiteStore(url), conversation_id="user-42"
+    ) as writer:
+        writer.extend(chat(30))
+        before = writer.build_context()
+        writer.store.close()
+    calls = fake.calls
+    reopened = ConversationMemory.open(
+        SQLiteStore(url), conversation_id="user-42", strategy=hybrid(fake)
+    )
+    ctx = reopened.build_context()
+    assert fake.calls == calls  # the stored checkpoint is reused after a restart
+    assert texts(ctx) == texts(before)
+    assert len(reopened.messages) == 61
+    assert ctx.stats.total_tokens == before.stats.total_tokens
+    reopened.store.close()
+
+
+async def test_aopen_restores(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    store = SQLiteStore(url)
+    writer = ConversationMemory(store=store, conversation_id="c")
+    await writer.aextend(chat(5))
+    memory = await ConversationMemory.aopen(store, conversation_id="c")
+    ctx = await memory.abuild_context()
+    assert len(ctx) == 11
+    assert await memory.amessages() == await writer.amessages()
+    store.close()
+
+
+def test_total_tokens_of_an_opened_conversation_is_lazy() -> None:
+    store = CountingStore()
+    counter = ApproxCounter()
+    history = chat(400)
+    store.append("long", history)
+    memory = ConversationMemory.open(
+        store, conversation_id="long", strategy=SlidingWindow(500), counter=counter
+    )
+    store.rows_read = 0
+    ctx = memory.build_context()
+    assert store.rows_read <= 64  # a page around the window, not 801 messages
+    store.rows_read = 0
+    assert ctx.stats.total_tokens == counter.count_messages(history)  # counted on demand
+    assert store.rows_read >= len(history)
+    assert ctx.stats.tokens_saved == ctx.stats.total_tokens - ctx.stats.current_tokens
+    # Kept up to date from then on, reading only what is new.
+    memory.add(Message.user("one more"))
+    store.rows_read = 0
+    s2 = memory.build_context().stats
+    assert s2.total_tokens == counter.count_messages([*history, Message.user("one more")])
+    assert store.rows_read == 0
+    assert s2.lifetime_tokens_saved == ctx.stats.tokens_saved + s2.tokens_saved
+
+
+# -- reading cost ----------------------------------------------------------------------------
+
+
+def test_steady_state_reads_only_new_messages() -> None:
+    store = CountingStore()
+    store.append("c", chat(2000))
+    memory = ConversationMemory.open(store, conversation_id="c", strategy=SlidingWindow(2000))
+    memory.build_context()
+    writer = ConversationMemory(store=store, conversation_id="c")  # another process, say
+    for i in range(5):
+        writer.add(Message.user(f"new {i}"))
+        store.rows_read = 0
+        ctx = memory.build_context()
+        assert store.rows_read == 1
+        assert ctx.messages[-1].text == f"new {i}"
+    # Messages added through this memory are already cached: nothing is read.
+    memory.add(Message.user("mine"))
+    store.rows_read = 0
+    memory.build_context()
+    assert store.rows_read == 0
+
+
+def test_checkpoint_builds_read_only_after_the_checkpoint() -> None:
+    store = CountingStore()
+    fake = FakeSummarizer(SUMMARY)
+    store.append("c", chat(200))
+    memory = ConversationMemory(strategy=hybrid(fake), store=store, conversation_id="c")
+    memory.build_context()
+    ckpt = store.latest_checkpoint("c")
+    assert ckpt is not None
+    assert ckpt.last_covered_seq is not None
+    fresh = ConversationMemory.open(store, conversation_id="c", strategy=hybrid(fake))
+    store.rows_read = 0
+    fresh.build_context()
+    # The prefix page plus what follows the checkpoint; never the covered span.
+    assert store.rows_read <= 16 + (401 - ckpt.last_covered_seq)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    plan=st.lists(st.tuples(st.sampled_from(["chat", "tools"]), st.integers(1, 40)), max_size=6),
+    budget=st.integers(80, 900),
+    system=st.booleans(),
+)
+def test_windowed_reads_build_what_the_full_history_builds(
+    plan: list[tuple[str, int]], budget: int, system: bool
+) -> None:
+    """Reading only a window never changes the context the sliding window builds."""
+    store = InMemoryStore()
+    full: list[Message] = [Message.system("rules " * 20)] if system else []
+    store.append("c", full)
+    reader = ConversationMemory.open(store, conversation_id="c", strategy=SlidingWindow(budget))
+    for kind, n in plan:
+        batch = (
+            chat(n, system=None)
+            if kind == "chat"
+            else [m for i in range(n) for m in tool_turn(len(full) + i)]
+        )
+        store.append("c", batch)
+        full.extend(batch)
+        expected = run(SlidingWindow(budget), full, counter=reader.counter)
+        ctx = reader.build_context()
+        assert ids(ctx) == ids(expected.messages)
+        assert ctx.stats.dropped_count == expected.dropped_count
+        assert ctx.stats.total_tokens == reader.counter.count_messages(full)
+
+
+# -- errors and clearing -----------------------------------------------------------------------
+
+
+def test_budget_error_propagates() -> None:
+    memory = ConversationMemory(strategy=SlidingWindow(5))
+    memory.add(Message.system("a long system prompt " * 10))
+    memory.add(Message.user("hi"))
+    with pytest.raises(BudgetError):
+        memory.build_context()
+    assert len(memory.messages) == 2
+
+
+def test_pairing_error_propagates() -> None:
+    memory = ConversationMemory()
+    memory.add(Message.user("hi"))
+    memory.add(Message.tool_result("nobody_called", "orphan"))
+    with pytest.raises(PairingError):
+        memory.build_context()
+
+
+class BrokenStore(InMemoryStore):
+    def read(
+        self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredMessage]:
+        raise OSError("disk on fire")
+
+
+def test_store_failures_become_store_errors() -> None:
+    store = BrokenStore()
+    store.append("c", [Message.user("kept")])  # written by another process: not cached
+    memory = ConversationMemory(store=store, conversation_id="c")
+    with pytest.raises(StoreError, match="disk on fire") as info:
+        memory.build_context()
+    assert isinstance(info.value.__cause__, OSError)
+    assert store.last_seq("c") == 1
+
+
+class GappyStore(InMemoryStore):
+    def read(
+        self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredMessage]:
+        rows = super().read(conversation_id, after_seq=after_seq, limit=limit)
+        return rows[1:]
+
+
+def test_a_damaged_log_is_reported() -> None:
+    store = GappyStore()
+    store.append("c", chat(3))
+    memory = ConversationMemory(store=store, conversation_id="c")
+    with pytest.raises(StoreError, match="sequence number"):
+        memory.build_context()
+
+
+def test_bad_input_is_rejected_without_writing() -> None:
+    memory = ConversationMemory()
+    with pytest.raises(FormatError):
+        memory.add({"role": "user", "content": "hi"})  # type: ignore[arg-type]
+    with pytest.raises(FormatError):
+        memory.extend([Message.user("ok"), "not a message"])  # type: ignore[list-item]
+    assert memory.messages == []
+    with pytest.raises(FormatError):
+        ConversationMemory(conversation_id="")
+    with pytest.raises(StoreError):
+        ConversationMemory(store=42)  # type: ignore[arg-type]
+    with pytest.raises(FormatError):
+        ConversationMemory(strategy=object())  # type: ignore[arg-type]
+
+
+def test_clear_starts_an_empty_conversation(store: Any) -> None:
+    memory = ConversationMemory(strategy=hybrid(FakeSummarizer(SUMMARY)), store=store)
+    memory.extend(chat(30))
+    old = memory.build_context().stats
+    memory.clear()
+    assert memory.messages == []
+    assert memory.stats is None
+    assert store.latest_checkpoint(memory.conversation_id) is None
+    memory.add(Message.user("fresh start"))
+    ctx = memory.build_context()
+    assert texts(ctx) == ["fresh start"]
+    assert ctx.stats.lifetime_tokens_saved == 0
+    assert old.current_tokens > 0  # handed-out stats keep their figures
+
+
+def test_empty_conversation_builds_an_empty_context() -> None:
+    ctx = ConversationMemory().build_context()
+    assert len(ctx) == 0
+    assert ctx.stats.total_tokens == 0
+    assert ctx.stats.compression_ratio == 1.0
+
+
+# -- provider payloads -------------------------------------------------------------------------
+
+
+def _tool_memory() -> ConversationMemory:
+    memory = ConversationMemory()
+    memory.add(Message.system("You look up orders."))
+    memory.extend(tool_turn(1))
+    memory.add(Message.user("thanks"))
+    return memory
+
+
+def test_to_openai_loads_back() -> None:
+    from contextfold.formats import openai_chat
+
+    ctx = _tool_memory().build_context()
+    payload = ctx.to_openai()
+    assert [m["role"] for m in payload] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    back = openai_chat.load(payload, strict=True)
+    assert texts(back) == texts(ctx)
+    assert [c.id for m in back for c in m.tool_calls] == ["call_1_a", "call_1_b"]
+
+
+def test_to_anthropic_loads_back() -> None:
+    anthropic = pytest.importorskip("contextfold.formats.anthropic")
+    ctx = _tool_memory().build_context()
+    payload = ctx.to_anthropic()
+    assert set(payload) >= {"system", "messages"}
+    assert "You look up orders." in str(payload["system"])
+    assert payload["messages"][0]["role"] == "user"
+    back = anthropic.load(payload)
+    assert [c.id for m in back for c in m.tool_calls] == ["call_1_a", "call_1_b"]
+
+
+def test_to_responses_loads_back() -> None:
+    responses = pytest.importorskip("contextfold.formats.openai_responses")
+    ctx = _tool_memory().build_context()
+    items = ctx.to_responses()
+    kinds = [i.get("type", "message") for i in items]
+    assert kinds.count("function_call") == 2
+    assert kinds.count("function_call_output") == 2
+    back = responses.load(items)
+    assert [c.id for m in back for c in m.tool_calls] == ["call_1_a", "call_1_b"]
+
+
+def test_context_is_a_sequence_of_messages() -> None:
+    memory = ConversationMemory()
+    memory.extend(chat(2))
+    ctx = memory.build_context()
+    assert isinstance(ctx, Context)
+    assert isinstance(ctx.stats, MemoryStats)
+    assert list(ctx) == list(ctx.messages)
+    assert len(ctx) == 5
+    assert ctx[0].role == "system"
+    assert ctx[-2:] == ctx.messages[-2:]
