@@ -165,14 +165,10 @@ def build_strategy(
 
 
 def open_store(url: str) -> Any:
-    try:
-        from contextfold import stores
+    from contextfold import stores
 
-        open_store = stores.open_store  # type: ignore[attr-defined]
-    except AttributeError:
-        raise UsageError("stores are not available in this build of contextfold") from None
     try:
-        return open_store(url)
+        return stores.open_store(url)
     except (MissingExtraError, StoreError):
         raise
     except ValueError as exc:

@@ -27,7 +27,14 @@ from contextfold.cli._io import (
     table,
     write_json,
 )
-from contextfold.errors import BudgetError, FormatError, PairingError, SummarizerError
+from contextfold.errors import (
+    BudgetError,
+    FormatError,
+    MissingExtraError,
+    PairingError,
+    StoreError,
+    SummarizerError,
+)
 from contextfold.messages import Message
 from contextfold.tokens.base import TokenCounter
 
@@ -51,16 +58,18 @@ def _check_pairing(loaded: Loaded, repair: str | None) -> list[Message]:
 
 
 def _stats_dict(result: Any, *, budget: int, messages_in: int) -> dict[str, Any]:
+    """Stats of a strategy run, with the same names and meanings as ``MemoryStats``."""
     before = int(result.tokens_before)
     after = int(result.tokens)
     usage = result.usage
+    checkpoint = result.checkpoint or result.reused_checkpoint
     return {
         "strategy": result.strategy,
         "budget": budget,
         "tokens_before": before,
         "tokens_after": after,
         "tokens_saved": max(0, before - after),
-        "compression_ratio": round(before / after, 3) if after else None,
+        "compression_ratio": round(after / before, 4) if before else 1.0,
         "messages_before": messages_in,
         "messages_after": len(result.messages),
         "messages_kept": len(result.kept),
@@ -69,35 +78,66 @@ def _stats_dict(result: Any, *, budget: int, messages_in: int) -> dict[str, Any]
         "messages_pruned": len(result.pruned),
         "summarized": bool(result.is_summarized),
         "summary_calls": result.summary_calls,
-        "summarizer_usage": usage.to_dict() if usage is not None else None,
-        "reused_checkpoint": result.reused_checkpoint.id if result.reused_checkpoint else None,
-        "new_checkpoint": result.checkpoint.id if result.checkpoint else None,
+        "summarizer_tokens": usage.total_tokens if usage is not None else 0,
+        "checkpoint_id": checkpoint.id if checkpoint is not None else None,
+        "compacted": result.checkpoint is not None,
         "fallback": result.fallback,
         "failure_code": result.failure_code,
     }
 
 
+def _memory_stats_dict(context: Any, *, budget: int) -> dict[str, Any]:
+    """Stats of a :class:`~contextfold.memory.Context`, named as in :func:`_stats_dict`."""
+    st = context.stats
+    return {
+        "strategy": st.strategy,
+        "budget": budget,
+        "tokens_before": st.total_tokens,
+        "tokens_after": st.current_tokens,
+        "tokens_saved": st.tokens_saved,
+        "compression_ratio": round(st.compression_ratio, 4),
+        "messages_before": st.message_count,
+        "messages_after": st.context_message_count,
+        "messages_summarized": st.summarized_count,
+        "messages_dropped": st.dropped_count,
+        "summarized": st.is_summarized,
+        "summarizer_tokens": st.summarizer_tokens,
+        "checkpoint_id": st.checkpoint_id,
+        "compacted": st.compacted,
+        "fallback": st.fallback_reason if st.fallback else None,
+        "lifetime_tokens_saved": st.lifetime_tokens_saved,
+    }
+
+
 def _print_stats(stats: dict[str, Any], *, stream: IO[str]) -> None:
     ratio = stats["compression_ratio"]
+    shrink = f"{1 / ratio:.2f}x smaller" if ratio else "-"
     rows: list[tuple[str, object]] = [
         ("strategy", stats["strategy"]),
         ("budget", stats["budget"]),
         ("tokens before", stats["tokens_before"]),
         ("tokens after", stats["tokens_after"]),
         ("tokens saved", stats["tokens_saved"]),
-        ("compression", f"{ratio:.2f}x" if ratio else "-"),
+        ("compression ratio", f"{ratio:.3f} ({shrink})"),
         ("messages in / out", f"{stats['messages_before']} / {stats['messages_after']}"),
-        ("kept verbatim", stats["messages_kept"]),
+    ]
+    if "messages_kept" in stats:
+        rows.append(("kept verbatim", stats["messages_kept"]))
+    rows += [
         ("summarized", stats["messages_summarized"]),
         ("dropped", stats["messages_dropped"]),
-        ("tool outputs pruned", stats["messages_pruned"]),
-        ("summary in context", stats["summarized"]),
-        ("summarizer calls", stats["summary_calls"]),
     ]
-    if stats.get("reused_checkpoint"):
-        rows.append(("reused checkpoint", stats["reused_checkpoint"]))
-    if stats.get("new_checkpoint"):
-        rows.append(("new checkpoint", stats["new_checkpoint"]))
+    if "messages_pruned" in stats:
+        rows.append(("tool outputs pruned", stats["messages_pruned"]))
+    rows += [
+        ("summary in context", stats["summarized"]),
+        ("summarizer tokens", stats["summarizer_tokens"]),
+    ]
+    if stats.get("checkpoint_id"):
+        state = "new" if stats.get("compacted") else "reused"
+        rows.append((f"checkpoint ({state})", stats["checkpoint_id"]))
+    if "lifetime_tokens_saved" in stats:
+        rows.append(("net saved after summary cost", stats["lifetime_tokens_saved"]))
     rows.append(("fallback", stats["fallback"] or "none"))
     table("contextfold compact", ("", "value"), rows, stream=stream)
 
@@ -108,23 +148,37 @@ def _run_plan(strategy: Any, history: Sequence[Message], counter: TokenCounter, 
     return run(strategy, history, counter=counter, checkpoint=ckpt)
 
 
+def _open_memory(url: str, conversation: str, strategy: Any, counter: TokenCounter) -> Any:
+    from contextfold.memory import ConversationMemory
+
+    try:
+        return ConversationMemory.open(
+            url, conversation_id=conversation, strategy=strategy, counter=counter
+        )
+    except (MissingExtraError, StoreError, FormatError):
+        raise
+    except ValueError as exc:
+        raise UsageError(
+            f"--store {url}: {exc}", hint="e.g. sqlite:///chats.db or redis://localhost:6379/0"
+        ) from exc
+
+
 def _compact_with_store(
     args: argparse.Namespace,
     loaded: Loaded,
     messages: list[Message],
     strategy: Any,
     counter: TokenCounter,
-) -> tuple[Any, list[Message], int]:
-    """Sync the file into the store, build the context on the stored log, save the checkpoint.
+) -> tuple[Any, dict[str, Any], int]:
+    """Sync the file into a stored conversation and build its context with the memory.
 
     The file is taken as the whole conversation: messages beyond those already stored are
-    appended, so running the command again after the conversation grew appends only the
-    new ones and reuses the stored checkpoint.
+    appended, so running the command again after the conversation grew appends only the new
+    ones, and the memory reuses the stored checkpoint instead of summarizing again.
     """
     conversation = args.conversation or Path(loaded.source).stem or "default"
-    store = open_store(args.store)
-    try:
-        stored = store.last_seq(conversation)
+    with _open_memory(args.store, conversation, strategy, counter) as memory:
+        stored = memory.store.last_seq(conversation)
         if stored > len(messages):
             raise UsageError(
                 f"conversation {conversation!r} in the store has {stored} messages but the file "
@@ -132,23 +186,10 @@ def _compact_with_store(
                 hint="pick another --conversation id",
             )
         if stored < len(messages):
-            store.append(conversation, messages[stored:])
-        rows = store.read(conversation)
-        history = [r.message for r in rows]
-        seq_of = {r.message.id: r.seq for r in rows}
-        latest = store.latest_checkpoint(conversation)
-        ckpt = latest if latest is not None and latest.strategy == strategy.name else None
-        result = _run_plan(strategy, history, counter, ckpt)
-        if result.checkpoint is not None and not (args.no_fallback and result.fallback):
-            record = result.checkpoint
-            if record.last_covered_seq is None and record.last_covered_id in seq_of:
-                record = record.replace(last_covered_seq=seq_of[record.last_covered_id])
-            store.append_checkpoint(
-                conversation, record, expected_previous=latest.id if latest else None
-            )
-        return result, history, len(messages) - stored
-    finally:
-        store.close()
+            memory.extend(messages[stored:])
+        context = memory.build_context()
+        stats = _memory_stats_dict(context, budget=args.budget)
+    return context, stats, len(messages) - stored
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
@@ -162,32 +203,33 @@ def cmd_compact(args: argparse.Namespace) -> int:
     )
     appended = None
     if args.store is not None:
-        result, history, appended = _compact_with_store(args, loaded, messages, strategy, counter)
+        context, stats, appended = _compact_with_store(args, loaded, messages, strategy, counter)
+        out_messages: Sequence[Message] = context.messages
     else:
-        history = messages
-        with progress("counting tokens", len(history), enabled=len(history) > 2000) as advance:
-            for m in history:
+        with progress("counting tokens", len(messages), enabled=len(messages) > 2000) as advance:
+            for m in messages:
                 counter.count_message(m)
                 advance(1)
-        result = _run_plan(strategy, history, counter, None)
-    if args.no_fallback and result.fallback:
+        result = _run_plan(strategy, messages, counter, None)
+        out_messages = result.messages
+        stats = _stats_dict(result, budget=args.budget, messages_in=len(messages))
+    if args.no_fallback and stats["fallback"]:
         raise SummarizerError(
-            f"the summarizer failed ({result.fallback}) and --no-fallback forbids the "
+            f"the summarizer failed ({stats['fallback']}) and --no-fallback forbids the "
             "sliding-window fallback; nothing was written",
-            code=result.failure_code,
+            code=stats.get("failure_code"),
         )
-    after = counter.count_messages(result.messages)
+    after = counter.count_messages(out_messages)
     if after > args.budget:  # the strategies guarantee this; never pass an oversize context
         raise BudgetError(
             f"the context needs {after} tokens, over the budget of {args.budget}",
             budget=args.budget,
             required=after,
         )
-    stats = _stats_dict(result, budget=args.budget, messages_in=len(history))
     stats["format"] = loaded.format
     if appended is not None:
         stats["store"] = {"url": args.store, "appended": appended}
-    payload = dump_conversation(result.messages, loaded.format, loaded.envelope)
+    payload = dump_conversation(out_messages, loaded.format, loaded.envelope)
     if args.json:
         if args.output and args.output != "-":
             write_json(payload, args.output)
@@ -549,33 +591,17 @@ def cmd_log_context(args: argparse.Namespace) -> int:
     strategy = build_strategy(
         args.strategy, budget=args.budget, summarizer=summarizer, keep_recent=args.keep_recent
     )
-    store = open_store(args.store)
-    try:
-        rows = store.read(args.conversation)
-        if not rows:
+    with _open_memory(args.store, args.conversation, strategy, counter) as memory:
+        if memory.store.last_seq(args.conversation) == 0:
             raise UsageError(f"no conversation {args.conversation!r} in {args.store}")
-        history = [r.message for r in rows]
-        seq_of = {r.message.id: r.seq for r in rows}
-        latest = store.latest_checkpoint(args.conversation)
-        ckpt = latest if latest is not None and latest.strategy == strategy.name else None
-        result = _run_plan(strategy, history, counter, ckpt)
-        if args.no_fallback and result.fallback:
-            raise SummarizerError(
-                f"the summarizer failed ({result.fallback}) and --no-fallback forbids the "
-                "sliding-window fallback",
-                code=result.failure_code,
-            )
-        if result.checkpoint is not None:
-            record = result.checkpoint
-            if record.last_covered_seq is None and record.last_covered_id in seq_of:
-                record = record.replace(last_covered_seq=seq_of[record.last_covered_id])
-            store.append_checkpoint(
-                args.conversation, record, expected_previous=latest.id if latest else None
-            )
-    finally:
-        store.close()
-    stats = _stats_dict(result, budget=args.budget, messages_in=len(history))
-    payload = dump_conversation(result.messages, args.to)
+        context = memory.build_context()
+        stats = _memory_stats_dict(context, budget=args.budget)
+    if args.no_fallback and stats["fallback"]:
+        raise SummarizerError(
+            f"the summarizer failed ({stats['fallback']}) and --no-fallback forbids the "
+            "sliding-window fallback",
+        )
+    payload = dump_conversation(context.messages, args.to)
     if args.json:
         write_json({"context": payload, "stats": stats}, None)
         return EXIT_OK

@@ -342,60 +342,26 @@ def _format_module(name: str) -> Any:
 
 
 def detect_format(payload: Any) -> str:
-    """The CLI name of the provider format of ``payload``.
+    """The CLI name (``openai``, ``anthropic``, ``responses``) of the format of ``payload``."""
+    from contextfold import formats
 
-    Uses :func:`contextfold.formats.detect` and maps its answer to ``openai``,
-    ``anthropic`` or ``responses``.
-    """
     try:
-        from contextfold import formats
-
-        detected = str(formats.detect(payload))  # type: ignore[attr-defined]
+        detected = formats.detect(payload)
     except FormatError as exc:
         raise UsageError(
             f"unknown conversation format: {exc}",
             hint="pass --format openai|anthropic|responses",
         ) from exc
-    except (ImportError, AttributeError):
-        detected = _guess_format(payload)
-    for cli_name, module in _FORMAT_MODULES.items():
-        if detected in (cli_name, module):
-            return cli_name
-    if "anthropic" in detected:
-        return "anthropic"
-    if "response" in detected:
-        return "responses"
-    if "openai" in detected or "chat" in detected:
-        return "openai"
-    raise UsageError(
-        f"unknown conversation format {detected!r}", hint="pass --format openai|anthropic|responses"
-    )
+    return {v: k for k, v in _FORMAT_MODULES.items()}[detected]
 
 
-def _guess_format(payload: Any) -> str:
-    """Structural guess, used only when the formats package offers no detector."""
-    if isinstance(payload, dict):
-        if "input" in payload:
-            return "responses"
-        if "system" in payload:
-            return "anthropic"
-        payload = payload.get("messages", [])
-    items = payload if isinstance(payload, list) else []
-    for item in items:
-        if not isinstance(item, dict):
-            continue
-        if "role" not in item or item.get("type") in ("function_call", "function_call_output"):
-            return "responses"
-        if item.get("role") == "tool" or "tool_calls" in item:
-            return "openai"
-        content = item.get("content")
-        if isinstance(content, list):
-            kinds = {b.get("type") for b in content if isinstance(b, dict)}
-            if kinds & {"tool_use", "tool_result", "thinking", "redacted_thinking"}:
-                return "anthropic"
-            if kinds & {"input_text", "output_text"}:
-                return "responses"
-    return "openai"
+def _select(envelope: dict[str, Any], fmt: str) -> Any:
+    """The part of a request body that the format's ``load`` reads."""
+    if fmt == "responses":
+        return envelope.get("input", [])
+    if fmt == "anthropic":
+        return {k: envelope[k] for k in ("system", "messages") if k in envelope}
+    return envelope.get("messages", [])
 
 
 def load_conversation(path: str, *, fmt: str = "auto") -> Loaded:
@@ -410,7 +376,14 @@ def load_conversation(path: str, *, fmt: str = "auto") -> Loaded:
             fmt = "anthropic"
     conversation, envelope, unwrap_note = unwrap(raw)
     note = note or unwrap_note
-    chosen = detect_format(conversation) if fmt == "auto" else fmt
+    if fmt != "auto":
+        chosen = fmt
+    elif envelope is not None and "input" in envelope and "messages" not in envelope:
+        chosen = "responses"
+    else:
+        chosen = detect_format(conversation)
+    if envelope is not None:
+        conversation = _select(envelope, chosen)
     module = _format_module(chosen)
     try:
         messages = list(module.load(conversation))
