@@ -183,6 +183,7 @@ def repair(messages: Sequence[Message], *, mode: Literal["drop", "text"] = "drop
     out: list[Message] = []
     used_results: set[str] = set()
     kept_calls: set[str] = set()
+    open_out: set[str] = set()  # calls in ``out`` still waiting for their results
     for m in messages:
         new_parts: list = []  # type: ignore[type-arg]
         changed = False
@@ -212,12 +213,21 @@ def repair(messages: Sequence[Message], *, mode: Literal["drop", "text"] = "drop
             else:
                 new_parts.append(p)
         if not changed:
-            out.append(m)
+            new = m
+        elif not new_parts:
             continue
-        if not new_parts:
-            continue
-        role = m.role
-        if role == "tool" and not any(isinstance(p, ToolResultPart) for p in new_parts):
-            role = "user"
-        out.append(m.replace(role=role, parts=tuple(new_parts)))
+        else:
+            role = m.role
+            if role in ("tool", "user") and not any(
+                isinstance(p, ToolResultPart) for p in new_parts
+            ):
+                # A message left with text only. While calls are still waiting for their
+                # results a user message would cut them off, so it speaks as the assistant.
+                role = "assistant" if open_out else "user"
+            new = m.replace(role=role, parts=tuple(new_parts))
+        out.append(new)
+        for r in new.tool_results:
+            open_out.discard(r.call_id)
+        for c in new.tool_calls:
+            open_out.add(c.id)
     return out
