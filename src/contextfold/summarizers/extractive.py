@@ -77,6 +77,32 @@ will can may might must shall would could should
 """.split()  # noqa: SIM905 - a word list reads better as text
 )
 
+# Everyday words: kept in phrases, but they weigh little on their own.
+_COMMON = frozenset(
+    """
+able across add age ago ahead air almost alone along already although amount another answer
+anyone anyway appreciate area around ask asked away bad based beautiful become bed begin
+believe best better big bit body book both break bring brought build busy buy call called
+calm care case cause chance change check child children city class close come comes cool
+could course create creative crazy cute day days deal decided deep different do done doing
+dream during early easy else end enjoy enjoyed enough especially every everyone example
+experience eyes face fact family far favorite feels few fine find finding first follow found
+free friend friends front full future game gave give given gives giving glad goal goes
+gonna hand hands hang hard head heart help helped helping helps high hold home hope huge
+idea important inspired inspiring inspiration joy keeps kid kids kind kinda last later learn
+learned least leave left less life little live long longer lose lost loved loves lucky man
+meant meet memories mind minds moment moments month months morning move moving myself
+name need next night normal now often old open others outside part passion past people
+perfect person pic picture place plan plans play played point positive power pretty proud
+put reach read ready real really reason recently remember reminds rest road room run
+saying school season seeing seem self sense set shared shows side sign since small soon
+special spend spent start started stay step story strong support supportive sure sweet
+taken talked team tell tells thanks time times tiny today together tomorrow tough tried
+try trying turn understand use used using usually walk wanna warm watch water week weekend
+weeks whole win wonder work worked working works world worth wow year years yesterday young
+""".split()  # noqa: SIM905 - a word list reads better as text
+)
+
 _PATH_RE = re.compile(
     r"(?<![\w/.:-])(?:[A-Za-z]:)?(?:~|\.{1,2})?/?(?:[\w@+-][\w.@+-]*/)+[\w@+-][\w.@+-]*"
     r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|ex|exs|eex|heex|ts|tsx|js|jsx|mjs|json|md|toml|yaml|yml|"
@@ -97,14 +123,28 @@ _ERROR_RE = re.compile(
     r"can't|not found|no such|denied|refused|invalid|warning)\b"
 )
 _CORRECTION_RE = re.compile(
-    r"(?i)^\s*(?:no\b|nope|actually|wait|stop|don't|do not|instead|rather|that's wrong|"
-    r"that is wrong|not that|wrong|undo|revert|never mind|please don't)"
+    r"(?i)^\s*(?:no\b(?!\s+(?:worries|problem|doubt|way|wonder))|nope|actually,|wait|stop|"
+    r"don't|do not|instead|rather|that's wrong|that is wrong|not that|wrong|undo|revert|"
+    r"never mind|please don't)"
 )
 _REQUEST_RE = re.compile(
-    r"(?i)\b(?:please|can you|could you|would you|i want|i need|i'd like|let's|make sure|"
-    r"implement|add|fix|create|write|update|remove|refactor|change|build|run|check|"
-    r"investigate|help me)\b"
+    r"(?i)\b(?:please|can you|could you|would you|i want you|i need you|i'd like you|let's|"
+    r"make sure|help me)\b"
+    r"|^\s*(?:implement|add|fix|create|write|update|remove|refactor|change|build|run|check|"
+    r"investigate|use|make|show|explain|find|look|read|delete|rename|move|test|try)\b"
 )
+_MONTHS = (
+    "January|February|March|April|May|June|July|August|September|October|November|December|"
+    "Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec"
+)
+_DATE_RE = re.compile(
+    rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)? (?:{_MONTHS}),? \d{{4}}"
+    rf"|(?:{_MONTHS}) \d{{1,2}}(?:st|nd|rd|th)?,? \d{{4}}"
+    rf"|(?:{_MONTHS}),? \d{{4}}"
+    r"|\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2})?)\b"
+)
+_TIME_RE = re.compile(r"^\d{1,2}:\d{2}$")
+_MONTH_WORDS = frozenset(m.lower() for m in _MONTHS.split("|"))
 _PENDING_RE = re.compile(
     r"(?i)\b(?:todo|to do|still need|need to|remaining|pending|not yet|next,? (?:i|we)|"
     r"will need|left to|follow[- ]up|later)\b"
@@ -125,6 +165,14 @@ class _Item:
     order: float
     key: str
     group: str = ""  # items of one group render on one line (fragments of one message)
+
+
+_PLAIN_RE = re.compile(r"[,;:!?()\"']")
+
+
+def _plain(text: str) -> str:
+    """Lowercase without light punctuation, for containment checks between items."""
+    return _SPACE_RE.sub(" ", _PLAIN_RE.sub("", text.lower())).strip()
 
 
 def _norm(text: str) -> str:
@@ -285,29 +333,19 @@ class ExtractiveSummarizer:
         probe = "the quick brown fox jumps over the lazy dog 0123456789 src/app/main.py " * 4
         cpt = len(probe) / max(1, self.counter.count_text(probe))
         room = (budget - self.counter.count_text(skeleton)) * cpt
-        ranked = sorted(items, key=lambda it: (-it.score / (len(it.text) + 3), it.order, it.key))
+        ranked = sorted(items, key=_rank)
         chosen: list[_Item] = []
         seen: set[str] = set()
-        groups: set[tuple[int, str]] = set()
-        used = 0.0
-        for it in ranked:
-            if it.key in seen:
-                continue
-            cost = len(it.text) + 3
-            if it.group and (it.section, it.group) not in groups:
-                cost += len(it.group) + 4
-            if used + cost > room:
-                continue
-            seen.add(it.key)
-            chosen.append(it)
-            used += cost
-            if it.group:
-                groups.add((it.section, it.group))
-        chosen = _drop_contained(chosen)
+        for _ in range(2):  # the second pass refills the room freed by dropping duplicates
+            chosen = _greedy(ranked, chosen, seen, room)
+            before = len(chosen)
+            chosen = _drop_contained(chosen)
+            if len(chosen) == before:
+                break
         text = _render(chosen)
         # The greedy phase estimated; the counter decides. Drop the weakest until it fits.
         if self.counter.count_text(text) > budget:
-            chosen.sort(key=lambda it: (-it.score / (len(it.text) + 3), it.order, it.key))
+            chosen.sort(key=_rank)
             lo, hi = 0, len(chosen)
             while lo < hi:  # the largest prefix of the ranking that fits
                 mid = (lo + hi + 1) // 2
@@ -317,6 +355,46 @@ class ExtractiveSummarizer:
                     hi = mid - 1
             text = _render(chosen[:lo])
         return text
+
+
+def _rank(it: _Item) -> tuple[float, float, str]:
+    return (-it.score / (len(it.text) + 3), it.order, it.key)
+
+
+def _cost(it: _Item, groups: set[tuple[int, str]]) -> int:
+    cost = len(it.text) + 3
+    if it.group and (it.section, it.group) not in groups:
+        cost += len(it.group) + 4
+    return cost
+
+
+def _greedy(
+    ranked: Sequence[_Item], chosen: list[_Item], seen: set[str], room: float
+) -> list[_Item]:
+    """Add items in rank order while they fit; skip ones a chosen item already contains."""
+    out = list(chosen)
+    groups = {(it.section, it.group) for it in out if it.group}
+    used = float(sum(len(it.text) + 3 for it in out)) + sum(len(g) + 4 for _, g in groups)
+    texts: dict[int, str] = {}
+    for it in out:
+        texts[it.section] = texts.get(it.section, " ") + _plain(it.text) + " | "
+    for it in ranked:
+        if it.key in seen:
+            continue
+        cost = _cost(it, groups)
+        if used + cost > room:
+            continue
+        low = _plain(it.text)
+        if f" {low} " in texts.get(it.section, ""):
+            seen.add(it.key)
+            continue
+        seen.add(it.key)
+        out.append(it)
+        used += cost
+        texts[it.section] = texts.get(it.section, " ") + low + " | "
+        if it.group:
+            groups.add((it.section, it.group))
+    return out
 
 
 def _str_list(value: Any) -> list[str]:
@@ -345,27 +423,32 @@ def _collect(messages: Sequence[Message], read: set[str], modified: set[str]) ->
     last_user = user_idx[-1] if user_idx else None
     for rank, i in enumerate(user_idx):
         own = texts[i][0].strip()
-        is_correction = bool(_CORRECTION_RE.match(own))
-        is_request = bool(_REQUEST_RE.search(own)) or rank == 0
-        if not (is_correction or is_request):
+        is_correction = rank > 0 and bool(_CORRECTION_RE.match(own))
+        is_request = bool(_REQUEST_RE.search(own))
+        if not (is_correction or is_request or rank == 0):
             continue
         limit = _VERBATIM_LIMIT if (is_correction or rank == 0) else _LINE_LIMIT
         text = _first_sentences(own, limit)
-        score = 6.0 if rank == 0 else 3.0
+        # Salience per character, comparable with the other sections: the opening request
+        # and corrections matter most; later requests a little more than earlier ones.
+        technical = bool(_PATH_RE.search(own) or _IDENT_RE.search(own))
+        density = 0.35 if technical else 0.12
+        if rank == 0:
+            density += 0.15
         if is_correction:
-            score += 3.0
-        score *= 1.0 + 0.5 * (i / max(1, n))  # later requests supersede earlier ones
-        prefix = "Correction: " if is_correction and rank else ""
-        items.append(_Item(_REQUEST, prefix + f'"{text}"', score * 6, i, "req:" + _norm(text)))
+            density = 0.5
+        density *= 1.0 + 0.5 * (i / max(1, n))
+        label = f'Correction: "{text}"' if is_correction else f'"{text}"'
+        score = density * (len(label) + 3)
+        items.append(_Item(_REQUEST, label, score, i, "req:" + _norm(text)))
     if last_user is not None:
-        own = _first_sentences(texts[last_user][0], _VERBATIM_LIMIT)
-        items.append(
-            _Item(_NEXT, f'Follow the latest request: "{own}"', 30.0 * 8, n, "next:" + _norm(own))
-        )
+        own = _first_sentences(texts[last_user][0], _LINE_LIMIT)
+        label = f'Follow the latest request: "{own}"'
+        items.append(_Item(_NEXT, label, 0.8 * (len(label) + 3), n, "next:" + _norm(own)))
     for i in range(n - 1, -1, -1):
         if messages[i].role == "assistant" and texts[i][0].strip():
             own = _first_sentences(texts[i][0], _LINE_LIMIT)
-            items.append(_Item(_CURRENT, own, 20.0 * 6, n, "cur:" + _norm(own)))
+            items.append(_Item(_CURRENT, own, 0.5 * (len(own) + 3), n, "cur:" + _norm(own)))
             break
 
     # -- files --------------------------------------------------------------------------------
@@ -442,28 +525,8 @@ def _collect(messages: Sequence[Message], read: set[str], modified: set[str]) ->
         score = (1.5 + 1.5 * math.log1p(count)) * len(ident) / 10
         items.append(_Item(_CONCEPTS, ident, score, ident_first[ident], "id:" + ident.lower()))
 
-    # -- fact fragments -------------------------------------------------------------------------
-    frag_count: Counter[str] = Counter()
-    frags: list[tuple[int, str, float, str]] = []
-    for i, (own, _) in enumerate(texts):
-        if not own:
-            continue
-        m = messages[i]
-        speaker = m.name or m.role
-        for frag, weight in _fragments(own, df, total):
-            key = frag.lower()
-            frag_count[key] += 1
-            if frag_count[key] == 1:
-                frags.append((i, frag, weight, speaker))
-        for q in _QUOTE_RE.findall(own):
-            key = q.lower()
-            frag_count[key] += 1
-            if frag_count[key] == 1:
-                frags.append((i, f'"{q}"', 3.0 * len(q.split()), speaker))
-    for i, frag, weight, speaker in frags:
-        key = frag.lower().strip('"')
-        score = weight * (1.0 + 0.35 * math.log(frag_count[key]))
-        items.append(_Item(_CONTEXT, frag, score, i, "frag:" + key, group=f"{speaker}#{i}"))
+    # -- key phrases ----------------------------------------------------------------------------
+    items.extend(_key_phrases(messages, texts, df, total))
     return items
 
 
@@ -489,37 +552,117 @@ def _command_of(call: ToolCallPart) -> str | None:
     return cmd if isinstance(cmd, str) and cmd.strip() else None
 
 
-def _fragments(text: str, df: Mapping[str, int], total: int) -> Iterable[tuple[str, float]]:
-    """Runs of content words, each with a salience weight."""
-    run: list[str] = []
-    weight = 0.0
+def _runs(text: str) -> Iterable[list[tuple[str, bool]]]:
+    """Runs of content words (``(word, capitalized_mid_sentence)``), split at filler."""
+    run: list[tuple[str, bool]] = []
     sentence_start = True
-    for raw in _WORD_RE.findall(text):
+    for raw in text.split():
         word = raw.strip(_STRIP)
+        ends = raw[-1] in _SENTENCE_END
         low = word.lower()
-        ends = raw[-1] in _SENTENCE_END if raw else False
-        if not word or low in _STOPWORDS or low.replace("’", "'") in _STOPWORDS:
+        stop = low in _STOPWORDS or low.replace("\u2019", "'") in _STOPWORDS
+        if stop and word[:1].isupper() and low in _MONTH_WORDS:
+            stop = False
+        if not word or stop:
             if run:
-                yield " ".join(run), weight
-                run, weight = [], 0.0
+                yield run
+                run = []
             sentence_start = ends or (sentence_start and not word)
             continue
-        w = math.log(1.0 + total / (1 + df.get(low, 0)))
-        if word[0].isupper() and not sentence_start:
-            w += 1.5
-        if any(ch.isdigit() for ch in word):
-            w += 2.0
-        if len(word) <= 2 and not word[0].isdigit():
-            w *= 0.3
-        run.append(word if raw.endswith(",") is False or ends else word + ",")
-        weight += w
+        if not any(ch.isalnum() for ch in word):
+            continue
+        run.append((word, word[0].isupper() and not sentence_start))
         sentence_start = False
-        if ends or len(run) >= 6:
-            yield " ".join(run).rstrip(","), weight
-            run, weight = [], 0.0
+        if ends or raw[-1] in ",)":
+            yield run
+            run = []
             sentence_start = ends
     if run:
-        yield " ".join(run).rstrip(","), weight
+        yield run
+
+
+@dataclass(slots=True)
+class _Phrase:
+    text: str
+    first: int
+    weight: float
+    count: int = 0
+    speakers: Counter[str] | None = None
+
+
+def _key_phrases(
+    messages: Sequence[Message],
+    texts: Sequence[tuple[str, str]],
+    df: Mapping[str, int],
+    total: int,
+) -> list[_Item]:
+    """Distinct 1-3 word content phrases, weighted by specificity and repetition.
+
+    A word weighs more when it is capitalized mid-sentence (a name), carries a digit (a
+    number, a date, a version) or is rare across the span's messages; very short words and
+    words used in many messages weigh less. Repetition raises a phrase's weight
+    logarithmically: a topic returned to often matters, but one mention of a name or a date
+    can matter just as much.
+    """
+    generic = max(3.0, total * 0.04)
+    weights: dict[str, float] = {}
+
+    def weight(word: str, cap: bool) -> float:
+        low = word.lower()
+        w = weights.get(low)
+        if w is None:
+            w = 1.0
+            if _TIME_RE.match(word):
+                w = 0.3  # clock times are rarely what a later question needs
+            elif any(ch.isdigit() for ch in word):
+                w += 2.0
+            elif len(word) <= 2:
+                w *= 0.3
+            if low in _COMMON:
+                w *= 0.35
+            if df.get(low, 0) > generic:
+                w *= 0.5
+            weights[low] = w
+        return w + (1.5 if cap else 0.0)
+
+    phrases: dict[str, _Phrase] = {}
+    for i, (own, _) in enumerate(texts):
+        if not own:
+            continue
+        m = messages[i]
+        speaker = m.name or m.role
+        if any(ch.isdigit() for ch in own):
+            for date in _DATE_RE.findall(own):
+                key = date.lower()
+                ph = phrases.get(key)
+                if ph is None:
+                    ph = phrases[key] = _Phrase(date, i, 6.0, 0, Counter())
+                ph.count += 1
+                if ph.speakers is not None:
+                    ph.speakers[speaker] += 1
+        for run in _runs(own):
+            ws = [weight(w, cap) for w, cap in run]
+            length = len(run)
+            for a in range(length):
+                acc = 0.0
+                for b in range(a, min(length, a + 3)):
+                    acc += ws[b]
+                    key = " ".join(w for w, _ in run[a : b + 1]).lower()
+                    ph = phrases.get(key)
+                    if ph is None:
+                        text = " ".join(w for w, _ in run[a : b + 1])
+                        ph = phrases[key] = _Phrase(text, i, acc, 0, Counter())
+                    ph.count += 1
+                    if ph.speakers is not None:
+                        ph.speakers[speaker] += 1
+    out: list[_Item] = []
+    for key, ph in phrases.items():
+        speakers = ph.speakers or Counter()
+        speaker = min(speakers.items(), key=lambda kv: (-kv[1], kv[0]))[0] if speakers else ""
+        words = ph.text.count(" ") + 1
+        score = ph.weight * (1.0 + 0.5 * math.log(ph.count)) * (1.0 + 0.25 * (words - 1))
+        out.append(_Item(_CONTEXT, ph.text, score, ph.first, "kp:" + key, group=speaker))
+    return out
 
 
 def _merge_previous(items: list[_Item], previous: str) -> list[_Item]:
@@ -542,19 +685,19 @@ def _merge_previous(items: list[_Item], previous: str) -> list[_Item]:
 
 
 def _drop_contained(chosen: list[_Item]) -> list[_Item]:
-    """Drop an item whose text is contained in a longer chosen item of the same section."""
+    """Drop an item whose words appear, whole, inside a longer chosen item of its section."""
     by_section: dict[int, list[_Item]] = {}
     for it in chosen:
         by_section.setdefault(it.section, []).append(it)
     keep: list[_Item] = []
     for section_items in by_section.values():
-        longest = sorted(section_items, key=lambda it: -len(it.text))
-        kept_texts: list[str] = []
+        longest = sorted(section_items, key=lambda it: (-len(it.text), it.key))
+        joined = " "
         for it in longest:
-            low = it.text.lower()
-            if len(low) < 40 and any(low in t for t in kept_texts):
+            low = f" {_plain(it.text)} "
+            if len(low) < 42 and low in joined:
                 continue
-            kept_texts.append(low)
+            joined += _plain(it.text) + " | "
             keep.append(it)
     return keep
 
@@ -578,15 +721,11 @@ def _render(chosen: Sequence[_Item]) -> str:
 
 
 def _render_groups(section: Sequence[_Item]) -> list[str]:
-    out: list[str] = []
-    current = None
-    buf: list[str] = []
+    """One line per group (speaker), groups in order of first appearance."""
+    groups: dict[str, list[str]] = {}
     for it in section:
-        if it.group != current:
-            if buf:
-                out.append(f"- {current.split('#', 1)[0] if current else ''}: {'; '.join(buf)}")
-            current, buf = it.group, []
-        buf.append(it.text)
-    if buf:
-        out.append(f"- {current.split('#', 1)[0] if current else ''}: {'; '.join(buf)}")
-    return out
+        groups.setdefault(it.group, []).append(it.text)
+    return [
+        f"- {g}: {'; '.join(texts)}" if g else f"- {'; '.join(texts)}"
+        for g, texts in groups.items()
+    ]
