@@ -334,11 +334,17 @@ def _dump_system(prefix: Sequence[Message]) -> Any:
 
 def _dump_message(m: Message) -> dict[str, Any]:
     item: dict[str, Any] = {"role": "assistant" if m.role == "assistant" else "user"}
-    parts = m.parts
-    if len(parts) == 1 and _is_plain_text(parts[0]) and hint(m.extra, NS, "content") != "list":
-        item["content"] = parts[0].text  # type: ignore[union-attr]
-    elif parts or f"{NS}.content" not in m.extra:
-        item["content"] = _dump_blocks(m, parts)
+    if m.parts or f"{NS}.content" not in m.extra:
+        blocks = _dump_blocks(m, m.parts)
+        if (
+            len(blocks) == 1
+            and blocks[0].keys() == {"type", "text"}
+            and blocks[0]["type"] == "text"
+            and hint(m.extra, NS, "content") != "list"
+        ):
+            item["content"] = blocks[0]["text"]
+        else:
+            item["content"] = blocks
     return put_unknown(item, m.extra, NS)
 
 

@@ -1,0 +1,738 @@
+"""Provider formats: exact round trips on the real data, conversions, ids, malformed payloads."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import DATA, claude_code_payload, require_data, swe_agent_openai
+from contextfold import formats, turns
+from contextfold.errors import FormatError
+from contextfold.formats import anthropic, openai_chat, openai_responses
+from contextfold.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart
+
+CLAUDE_FILES = sorted(
+    str(p.relative_to(DATA / "claude-code-sessions"))
+    for p in (DATA / "claude-code-sessions").rglob("*.jsonl")
+)
+SWE_FILES = sorted(p.name for p in (DATA / "swe-agent-trajectories").glob("*function_calling*"))
+
+
+def _claude(name: str) -> dict[str, Any]:
+    return {"messages": claude_code_payload(require_data() / "claude-code-sessions" / name)}
+
+
+def _swe(name: str) -> list[dict[str, Any]]:
+    return swe_agent_openai(require_data() / "swe-agent-trajectories" / name)
+
+
+def _check_pairing(messages: list[Message]) -> None:
+    """turns.validate, except that a call id may be reused once its call is answered.
+
+    tau-bench reuses ids that way (49 of the 200 runs), which the API accepts.
+    """
+    ids = [c.id for m in messages for c in m.tool_calls]
+    if len(ids) == len(set(ids)):
+        turns.validate(messages)
+        return
+    open_calls: set[str] = set()
+    for m in messages:
+        if open_calls and not m.tool_results and m.role != "assistant":
+            raise AssertionError(f"calls {open_calls} unanswered before {m.role} message")
+        for r in m.tool_results:
+            assert r.call_id in open_calls, r.call_id
+            open_calls.discard(r.call_id)
+        for c in m.tool_calls:
+            assert c.id not in open_calls, c.id
+            open_calls.add(c.id)
+    assert not open_calls
+
+
+# -- lossless round trips on the real data ---------------------------------------------------
+
+
+def test_data_files_are_found() -> None:
+    require_data()
+    assert len(CLAUDE_FILES) == 13
+    assert len(SWE_FILES) == 5
+
+
+@pytest.mark.parametrize("run", range(200))
+def test_tau_bench_round_trip(tau_runs: list[dict[str, Any]], run: int) -> None:
+    traj = tau_runs[run]["traj"]
+    before = copy.deepcopy(traj)
+    messages = openai_chat.load(traj)
+    assert openai_chat.dump(messages) == traj
+    assert traj == before  # loading never edits the caller's payload
+    _check_pairing(messages)
+
+
+@pytest.mark.parametrize("name", SWE_FILES)
+def test_swe_agent_round_trip(name: str) -> None:
+    payload = _swe(name)
+    messages = openai_chat.load(payload)
+    assert openai_chat.dump(messages) == payload
+    assert formats.detect(payload) == "openai_chat"
+    _check_pairing(messages)
+
+
+@pytest.mark.parametrize("name", CLAUDE_FILES)
+def test_claude_code_round_trip(name: str) -> None:
+    payload = _claude(name)
+    messages = anthropic.load(payload)
+    assert anthropic.dump(messages) == payload
+    assert formats.detect(payload) == "anthropic"
+    assert formats.dump(formats.load(payload), "anthropic") == payload
+    _check_pairing(messages)
+
+
+# -- conversions -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("run", [0, 17, 101, 199])
+def test_tau_bench_converts_to_every_format(tau_runs: list[dict[str, Any]], run: int) -> None:
+    traj = tau_runs[run]["traj"]
+    messages = openai_chat.load(traj)
+    calls = [c["id"] for m in traj for c in m.get("tool_calls") or []]
+
+    body = anthropic.dump(messages)
+    assert body["system"] == traj[0]["content"]
+    assert all(m["role"] in ("user", "assistant") for m in body["messages"])
+    uses = [
+        b["id"]
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    ]
+    assert uses == calls
+    back = anthropic.load(body)
+    _check_pairing(back)
+
+    chat_again = openai_chat.dump(back)
+    assert [m["role"] for m in chat_again] == [m["role"] for m in traj]
+    assert [c["id"] for m in chat_again for c in m.get("tool_calls") or []] == calls
+    for a, b in zip(chat_again, traj, strict=False):
+        for x, y in zip(a.get("tool_calls") or [], b.get("tool_calls") or [], strict=False):
+            assert json.loads(x["function"]["arguments"]) == json.loads(y["function"]["arguments"])
+
+    items = openai_responses.dump(messages)
+    assert [i["call_id"] for i in items if i["type"] == "function_call"] == calls
+    assert [i["call_id"] for i in items if i["type"] == "function_call_output"] == calls
+    _check_pairing(openai_responses.load(items))
+    assert formats.detect(items) == "openai_responses"
+
+
+@pytest.mark.parametrize("name", CLAUDE_FILES)
+def test_claude_code_converts_to_chat_and_responses(name: str) -> None:
+    payload = _claude(name)
+    blocks = [b for m in payload["messages"] for b in m["content"]]
+    uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
+    results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+    messages = anthropic.load(payload)
+
+    chat = openai_chat.dump(messages)
+    assert [m["tool_call_id"] for m in chat if m["role"] == "tool"] == results
+    assert [c["id"] for m in chat for c in m.get("tool_calls") or []] == uses
+    assert formats.detect(chat) == "openai_chat" or not uses
+    chat_messages = openai_chat.load(chat)
+    _check_pairing(chat_messages)
+
+    # Back to Anthropic: tool inputs survive exactly, thinking does not cross providers.
+    again = anthropic.dump(chat_messages)
+    inputs = {b["id"]: b["input"] for b in blocks if b["type"] == "tool_use"}
+    for m in again["messages"]:
+        for b in m["content"] if isinstance(m["content"], list) else []:
+            if b["type"] == "tool_use":
+                assert b["input"] == inputs[b["id"]]
+            assert b["type"] != "thinking"
+
+    items = openai_responses.dump(messages)
+    assert [i["call_id"] for i in items if i["type"] == "function_call_output"] == results
+    _check_pairing(openai_responses.load(items))
+
+
+def test_parallel_calls_and_results_convert_both_ways() -> None:
+    chat = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "weather in Paris and Oslo?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "w", "arguments": '{"c":"P"}'},
+                },
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {"name": "w", "arguments": '{"c":"O"}'},
+                },
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+        {"role": "tool", "tool_call_id": "c2", "content": "rain"},
+        {"role": "assistant", "content": "Sunny in Paris, rain in Oslo."},
+    ]
+    body = anthropic.dump(openai_chat.load(chat))
+    assert body == {
+        "system": "sys",
+        "messages": [
+            {"role": "user", "content": "weather in Paris and Oslo?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "c1", "name": "w", "input": {"c": "P"}},
+                    {"type": "tool_use", "id": "c2", "name": "w", "input": {"c": "O"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "c1", "content": "sunny"},
+                    {"type": "tool_result", "tool_use_id": "c2", "content": "rain"},
+                ],
+            },
+            {"role": "assistant", "content": "Sunny in Paris, rain in Oslo."},
+        ],
+    }
+    back = openai_chat.dump(anthropic.load(body))
+    assert [m["role"] for m in back] == ["system", "user", "assistant", "tool", "tool", "assistant"]
+    assert [m.get("tool_call_id") for m in back[3:5]] == ["c1", "c2"]
+    assert back[2]["content"] is None
+    _check_pairing(anthropic.load(body))
+
+
+def test_results_with_trailing_text_in_one_user_message_split_for_chat() -> None:
+    body = {
+        "messages": [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t",
+                        "content": "boom",
+                        "is_error": True,
+                    },
+                    {"type": "text", "text": "and also this"},
+                ],
+            },
+        ]
+    }
+    chat = openai_chat.dump(anthropic.load(body))
+    assert chat[2:] == [
+        {"role": "tool", "tool_call_id": "t", "content": "boom"},
+        {"role": "user", "content": "and also this"},
+    ]
+    assert anthropic.dump(anthropic.load(body)) == body
+
+
+def test_non_leading_system_message_becomes_marked_user_text_for_anthropic() -> None:
+    chat = [
+        {"role": "system", "content": "a"},
+        {"role": "developer", "content": "b"},
+        {"role": "user", "content": "hi"},
+        {"role": "system", "content": "late rule"},
+    ]
+    body = anthropic.dump(openai_chat.load(chat))
+    assert body["system"] == [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    assert body["messages"][-1] == {
+        "role": "user",
+        "content": anthropic.SYSTEM_PREFIX + "late rule",
+    }
+
+
+def test_images_convert_between_data_urls_and_base64_sources() -> None:
+    chat = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "what is this?"},
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "data:image/jpeg;base64,/9j/AA==", "detail": "high"},
+                },
+                {"type": "image_url", "image_url": {"url": "https://x.test/a.png"}},
+            ],
+        }
+    ]
+    messages = openai_chat.load(chat)
+    image = messages[0].parts[1]
+    assert isinstance(image, ImagePart)
+    assert (image.mime, image.data, image.detail) == ("image/jpeg", "/9j/AA==", "high")
+    body = anthropic.dump(messages)
+    assert body["messages"][0]["content"][1:] == [
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/AA=="},
+        },
+        {"type": "image", "source": {"type": "url", "url": "https://x.test/a.png"}},
+    ]
+    chat_again = openai_chat.dump(anthropic.load(body))
+    urls = [p["image_url"]["url"] for p in chat_again[0]["content"] if p["type"] == "image_url"]
+    assert urls == ["data:image/jpeg;base64,/9j/AA==", "https://x.test/a.png"]
+    items = openai_responses.dump(messages)
+    assert items[0]["content"][1] == {
+        "type": "input_image",
+        "image_url": "data:image/jpeg;base64,/9j/AA==",
+        "detail": "high",
+    }
+
+
+def test_anthropic_only_fields_stay_out_of_chat() -> None:
+    body = {
+        "system": [{"type": "text", "text": "policy", "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                    {"type": "redacted_thinking", "data": "opaque"},
+                    {"type": "text", "text": "hello"},
+                ],
+            },
+        ],
+    }
+    messages = anthropic.load(body)
+    assert anthropic.dump(messages) == body
+    assert messages[0].parts[0].extra["anthropic.cache_control"] == {"type": "ephemeral"}
+    thinking = messages[2].parts[0]
+    assert isinstance(thinking, ThinkingPart)
+    assert thinking.signature == "sig"
+    chat = openai_chat.dump(messages)
+    assert chat == [
+        {"role": "system", "content": "policy"},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+    ]
+
+
+def test_chat_only_fields_round_trip_and_stay_out_of_anthropic() -> None:
+    chat = [
+        {
+            "role": "user",
+            "name": "ann",
+            "content": [
+                {"type": "input_audio", "input_audio": {"data": "AA", "format": "wav"}},
+                {"type": "text", "text": "listen"},
+            ],
+        },
+        {"role": "assistant", "content": None, "refusal": "no", "audio": None},
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "still no"}]},
+        {"role": "assistant", "content": "", "tool_calls": []},
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "x", "function": {"name": "f", "arguments": "not json"}}],
+        },
+        {"role": "tool", "tool_call_id": "x", "content": None},
+    ]
+    messages = openai_chat.load(chat)
+    assert openai_chat.dump(messages) == chat
+    assert messages[0].name == "ann"
+    assert messages[1].extra["openai_chat.refusal"] == "no"
+    body = anthropic.dump(messages)
+    assert body["messages"][0] == {"role": "user", "content": "listen"}
+    assert body["messages"][4]["content"] == [
+        {"type": "tool_use", "id": "x", "name": "f", "input": {"arguments": "not json"}}
+    ]
+    assert all("refusal" not in m and "audio" not in m for m in body["messages"])
+
+
+def test_responses_items_round_trip_and_group_model_output() -> None:
+    items = [
+        {"role": "developer", "content": "be brief"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"},
+        {
+            "type": "reasoning",
+            "id": "rs_2",
+            "summary": [
+                {"type": "summary_text", "text": "a"},
+                {"type": "summary_text", "text": "b"},
+            ],
+        },
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "call_1",
+            "name": "f",
+            "arguments": '{"x":1}',
+            "status": "completed",
+        },
+        {
+            "type": "function_call",
+            "id": "fc_2",
+            "call_id": "call_2",
+            "name": "g",
+            "arguments": "{}",
+        },
+        {"type": "function_call_output", "call_id": "call_1", "output": "one"},
+        {
+            "type": "function_call_output",
+            "id": "fco_2",
+            "call_id": "call_2",
+            "output": [{"type": "input_text", "text": "two"}],
+        },
+        {
+            "type": "message",
+            "id": "msg_9",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "done", "annotations": []}],
+        },
+        {"type": "item_reference", "id": "ref_1"},
+        {"role": "user", "content": ""},
+    ]
+    messages = openai_responses.load(items)
+    assert openai_responses.dump(messages) == items
+    assert [m.role for m in messages] == [
+        "developer",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    model_turn = messages[2]
+    assert model_turn.id == "rs_1"
+    assert [p.kind for p in model_turn.parts] == ["thinking", "thinking", "tool_call", "tool_call"]
+    first, second = model_turn.parts[:2]
+    assert isinstance(first, ThinkingPart)
+    assert first.data == "gAAA"
+    assert isinstance(second, ThinkingPart)
+    assert second.text == "a\n\nb"
+    assert messages[4].id == "fco_2"
+    _check_pairing(messages)
+
+    chat = openai_chat.dump(messages)
+    assert chat[2] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"x":1}'}},
+            {"id": "call_2", "type": "function", "function": {"name": "g", "arguments": "{}"}},
+        ],
+    }
+    body = anthropic.dump(messages)
+    assert body["system"] == "be brief"
+    assert all(
+        b["type"] not in ("thinking", "redacted_thinking")
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+    )
+    _check_pairing(anthropic.load(body))
+
+
+def test_edited_responses_message_falls_back_to_conversion() -> None:
+    items = [
+        {"type": "function_call", "id": "fc_1", "call_id": "c", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c", "output": "x"},
+    ]
+    messages = openai_responses.load(items)
+    edited = messages[0].replace(parts=(TextPart("thinking aloud"), *messages[0].parts))
+    out = openai_responses.dump([edited, messages[1]])
+    assert out == [
+        {"type": "message", "role": "assistant", "content": "thinking aloud"},
+        {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c", "output": "x"},
+    ]
+
+
+def test_hand_built_messages_dump_to_every_format() -> None:
+    messages = [
+        Message.system("sys"),
+        Message.user("q"),
+        Message.assistant("let me look", tool_calls=[ToolCallPart("k", "search", '{"q": "a"}')]),
+        Message.tool_result("k", "found", is_error=False),
+        Message.assistant("answer"),
+    ]
+    for name in formats.FORMAT_NAMES:
+        payload = formats.dump(messages, name)
+        assert formats.detect(payload) == name or name == "openai_chat"
+        back = formats.load(payload, name)
+        _check_pairing(back)
+        assert [m.text for m in back if not m.tool_results] == ["sys", "q", "let me look", "answer"]
+
+
+# -- ids and copies --------------------------------------------------------------------------
+
+
+def test_ids_are_deterministic_unique_and_stable_as_the_payload_grows(
+    tau_runs: list[dict[str, Any]],
+) -> None:
+    traj = tau_runs[3]["traj"]
+    first = openai_chat.load(traj)
+    assert [m.id for m in first] == [m.id for m in openai_chat.load(copy.deepcopy(traj))]
+    assert len({m.id for m in first}) == len(first)
+    shorter = openai_chat.load(traj[:10])
+    assert [m.id for m in shorter] == [m.id for m in first[:10]]
+    twice = openai_chat.load([{"role": "user", "content": "same"}] * 3)
+    assert len({m.id for m in twice}) == 3
+
+
+def test_duplicate_provider_ids_still_give_unique_message_ids() -> None:
+    items = [
+        {"type": "message", "id": "m", "role": "user", "content": "a"},
+        {"type": "message", "id": "m", "role": "user", "content": "b"},
+    ]
+    messages = openai_responses.load(items)
+    assert messages[0].id == "m"
+    assert messages[1].id != "m"
+    assert openai_responses.dump(messages) == items
+
+
+def test_loaded_messages_do_not_alias_the_payload_or_the_dump() -> None:
+    body = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}],
+            }
+        ]
+    }
+    messages = anthropic.load(body)
+    body["messages"][0]["content"][0]["cache_control"]["type"] = "changed"
+    assert messages[0].parts[0].extra["anthropic.cache_control"] == {"type": "ephemeral"}
+    out = anthropic.dump(messages)
+    out["messages"][0]["content"][0]["cache_control"]["type"] = "again"
+    assert messages[0].parts[0].extra["anthropic.cache_control"] == {"type": "ephemeral"}
+
+
+# -- detection and the package API -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        ([], "openai_chat"),
+        ([{"role": "user", "content": "hi"}], "openai_chat"),
+        ([{"role": "tool", "tool_call_id": "a", "content": "x"}], "openai_chat"),
+        ({"model": "gpt-4o", "messages": [{"role": "system", "content": "s"}]}, "openai_chat"),
+        ({"messages": [{"role": "user", "content": "hi"}]}, "anthropic"),
+        ({"system": "s", "messages": []}, "anthropic"),
+        ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]}], "anthropic"),
+        ([{"type": "function_call_output", "call_id": "a", "output": "x"}], "openai_responses"),
+        ([{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}], "openai_responses"),
+    ],
+)
+def test_detect(payload: Any, expected: str) -> None:
+    assert formats.detect(payload) == expected
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "hello",
+        42,
+        {"input": []},
+        [1, 2],
+        [{"content": "no role"}],
+        [
+            {"type": "reasoning", "id": "r", "summary": []},
+            {"role": "tool", "tool_call_id": "a", "content": ""},
+        ],
+    ],
+)
+def test_detect_rejects_unknown_payloads(payload: Any) -> None:
+    with pytest.raises(FormatError):
+        formats.detect(payload)
+
+
+def test_unknown_format_name_is_a_format_error() -> None:
+    with pytest.raises(FormatError, match="unknown format"):
+        formats.load([], "gemini")
+    with pytest.raises(FormatError, match="unknown format"):
+        formats.dump([], "gemini")
+
+
+# -- malformed payloads ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("module", "payload", "index", "field"),
+    [
+        (
+            openai_chat,
+            [{"role": "user", "content": "a"}, {"role": "robot", "content": "b"}],
+            1,
+            "role",
+        ),
+        (openai_chat, [{"role": "tool", "content": "x"}], 0, "tool_call_id"),
+        (openai_chat, [{"role": "user", "content": 5}], 0, "content"),
+        (
+            openai_chat,
+            [{"role": "user", "content": [{"type": "text", "text": 1}]}],
+            0,
+            "content[0].text",
+        ),
+        (
+            openai_chat,
+            [
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f"}}],
+                }
+            ],
+            0,
+            "tool_calls[0].function.arguments",
+        ),
+        (openai_chat, [{"role": "assistant", "tool_calls": {}}], 0, "tool_calls"),
+        (openai_chat, ["not an object"], 0, None),
+        (anthropic, {"messages": [{"role": "system", "content": "x"}]}, 0, "role"),
+        (
+            anthropic,
+            [{"role": "user", "content": [{"type": "tool_result", "content": "x"}]}],
+            0,
+            "content[0].tool_use_id",
+        ),
+        (anthropic, [{"role": "user"}], 0, "content"),
+        (
+            anthropic,
+            [{"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f"}]}],
+            0,
+            "content[0].input",
+        ),
+        (
+            anthropic,
+            [
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "a", "is_error": "yes"}],
+                }
+            ],
+            0,
+            "content[0].is_error",
+        ),
+        (openai_responses, [{"type": "function_call_output", "output": "x"}], 0, "call_id"),
+        (
+            openai_responses,
+            [{"role": "user", "content": "a"}, {"role": "bot", "content": "b"}],
+            1,
+            "role",
+        ),
+        (
+            openai_responses,
+            [{"type": "function_call", "call_id": "a", "name": "f", "arguments": {}}],
+            0,
+            "arguments",
+        ),
+        (
+            openai_responses,
+            [{"type": "reasoning", "id": "r", "summary": [{"type": "summary_text"}]}],
+            0,
+            "summary[0].text",
+        ),
+    ],
+)
+def test_malformed_payloads_name_index_and_field(
+    module: Any, payload: Any, index: int | None, field: str | None
+) -> None:
+    with pytest.raises(FormatError) as info:
+        module.load(payload)
+    assert info.value.index == index
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("module", "payload", "field"),
+    [
+        (
+            openai_chat,
+            [
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "a",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{oops"},
+                        }
+                    ],
+                }
+            ],
+            "tool_calls[0].function.arguments",
+        ),
+        (
+            openai_chat,
+            [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}],
+            "content[0].type",
+        ),
+        (
+            openai_responses,
+            [{"type": "function_call", "call_id": "a", "name": "f", "arguments": "{oops"}],
+            "arguments",
+        ),
+        (openai_responses, [{"type": "web_search_call", "id": "ws"}], "type"),
+        (
+            anthropic,
+            [{"role": "user", "content": [{"type": "document", "source": {}}]}],
+            "content[0].type",
+        ),
+        (
+            anthropic,
+            [
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "a", "name": "f", "input": [1]}],
+                }
+            ],
+            "content[0].input",
+        ),
+    ],
+)
+def test_strict_mode_rejects_what_lenient_mode_keeps(module: Any, payload: Any, field: str) -> None:
+    lenient = module.load(payload)
+    assert lenient  # kept, and it comes back on dump
+    dumped = module.dump(lenient)
+    assert (dumped["messages"] if module is anthropic else dumped) == payload
+    with pytest.raises(FormatError) as info:
+        module.load(payload, strict=True)
+    assert info.value.field == field
+    assert info.value.index == 0
+
+
+def test_non_json_arguments_stay_raw_and_parse_lazily() -> None:
+    messages = openai_chat.load(
+        [
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{oops"}}
+                ],
+            }
+        ]
+    )
+    call = messages[0].tool_calls[0]
+    assert call.arguments == "{oops"
+    with pytest.raises(FormatError):
+        call.parsed_arguments()
+
+
+def test_payload_must_be_a_list_or_request_object() -> None:
+    for module in (openai_chat, anthropic, openai_responses):
+        with pytest.raises(FormatError):
+            module.load("text")
+    with pytest.raises(FormatError, match="messages"):
+        anthropic.load({"system": "only"})
+
+
+def test_real_paths_exist_relative_to_repo() -> None:
+    assert Path(DATA).name == "data"
