@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from tests.wire import Call, Drop, JSONReply, Pause, Raw, SSEReply, WireServer, serve
 from tests.wire import openai_server as wire
 
@@ -19,6 +20,8 @@ from contextfold.summarizers.openai import OpenAISummarizer
 openai = pytest.importorskip("openai")
 
 HOW = pytest.mark.parametrize("how", ["sync", "async"])
+# One event loop and one pair of SDK clients per module: building clients is the slow part.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +35,10 @@ def srv(server: WireServer) -> WireServer:
     return server
 
 
-@pytest.fixture
-async def clients(srv: WireServer) -> AsyncIterator[tuple[Any, Any]]:
-    sync = openai.OpenAI(base_url=srv.url + "/v1", api_key="test", max_retries=0, timeout=5)
-    aio = openai.AsyncOpenAI(base_url=srv.url + "/v1", api_key="test", max_retries=0, timeout=5)
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def clients(server: WireServer) -> AsyncIterator[tuple[Any, Any]]:
+    sync = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0, timeout=5)
+    aio = openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0, timeout=5)
     yield sync, aio
     sync.close()
     await aio.close()
@@ -443,7 +446,7 @@ async def test_async_client_alone_is_mirrored_for_sync_calls(srv: WireServer) ->
     await aio.close()
 
 
-def test_official_endpoint_uses_max_completion_tokens() -> None:
+async def test_official_endpoint_uses_max_completion_tokens() -> None:
     client = openai.OpenAI(api_key="unused", max_retries=0)
     try:
         s = OpenAISummarizer(client, model="gpt-4o-mini", max_output_tokens=256)
@@ -458,20 +461,20 @@ def test_official_endpoint_uses_max_completion_tokens() -> None:
         client.close()
 
 
-def test_deadline_and_extra_body_reach_the_call() -> None:
+async def test_deadline_and_extra_body_reach_the_call() -> None:
     s = OpenAISummarizer(object(), async_client=object(), model="m", extra_body={"top_k": 5})
     kwargs = s.build_request(request(deadline=time.monotonic() + 3))
     assert 0 < kwargs["timeout"] <= 3
     assert kwargs["extra_body"] == {"top_k": 5}
 
 
-def test_missing_openai_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_missing_openai_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "openai", None)
     with pytest.raises(MissingExtraError, match=r"'openai' extra"):
         OpenAISummarizer(model="m")
 
 
-def test_bad_api_name_is_rejected() -> None:
+async def test_bad_api_name_is_rejected() -> None:
     from contextfold.errors import ContextfoldError
 
     with pytest.raises(ContextfoldError, match="api must be"):

@@ -1,0 +1,339 @@
+"""Summaries from Claude models through the ``anthropic`` SDK (Messages API).
+
+:class:`AnthropicSummarizer` sends one Messages request, plain or streamed (SSE), and turns
+the answer into a :class:`SummarizationResult`. It fails closed: ``stop_reason=max_tokens``
+is ``truncated``, ``tool_use`` is ``tool_call``, a stream that never sends
+``message_stop`` is ``truncated``, HTTP 429 is ``rate_limited``, 5xx and ``overloaded_error``
+(529, also when it arrives as an ``error`` event inside a stream) are ``http_error``.
+Thinking blocks are ignored; the text blocks are joined.
+
+Cache use. An *isolated* call writes no ``cache_control`` anywhere, so it never pays for a
+cache entry nobody will read. A *cache-aligned* call replays the conversation's system
+prompt, tools and messages exactly as they were sent (``cache_control`` markers included,
+as :mod:`contextfold.formats.anthropic` keeps them), so it reads the conversation's cache.
+
+Usage. Anthropic reports uncached input apart from cache reads and writes; the result's
+``input_tokens`` adds the three up (every prompt token, like OpenAI's ``prompt_tokens``), and
+``cache_read_tokens`` / ``cache_write_tokens`` say how many of them were cache reads and
+writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from contextfold.prompts import PromptSet, build_cache_aligned_messages, build_isolated_prompt
+from contextfold.summarizers._http_common import (
+    Finish,
+    ProviderSummarizer,
+    StreamAccumulator,
+    as_int,
+    clamp_tokens,
+    ensure_installed,
+    field,
+    finish_result,
+    import_extra,
+    request_timeout,
+    tools_for_anthropic,
+)
+from contextfold.summarizers.base import SummarizationResult, SummaryRequest, Usage
+
+__all__ = ["AnthropicSummarizer"]
+
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
+
+_STOP: dict[str, Finish] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "pause_turn": "length",
+    "tool_use": "tool",
+    "refusal": "refused",
+}
+_TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+
+
+class AnthropicSummarizer(ProviderSummarizer):
+    """A summarizer backed by the ``anthropic`` SDK.
+
+    Args:
+        client: an ``anthropic.Anthropic`` (or ``AsyncAnthropic``) client. When omitted, one
+            is created on first use from ``base_url``, ``api_key``, ``timeout`` and
+            ``max_retries`` (the SDK reads ``ANTHROPIC_API_KEY`` itself otherwise).
+        model: the Claude model that writes summaries.
+        max_output_tokens: the most the model may write (Anthropic requires a value); the
+            request's own cap also applies and the smaller wins.
+        base_url: another endpoint (a proxy or a compatible server).
+        api_key: the key for a client created here.
+        timeout: seconds per call when the request has no deadline.
+        async_client: an ``anthropic.AsyncAnthropic`` client for :meth:`asummarize`; when
+            omitted, one is created from the same settings as the sync client.
+        stream: stream the answer (SSE); needed for very large ``max_output_tokens``.
+        max_retries: SDK retries for clients created here; None keeps the SDK's default.
+        temperature: sampling temperature.
+        prompts: the prompt set (see :mod:`contextfold.prompts`).
+        extra_body: extra JSON fields for the request body.
+        tool_result_limit: characters of each tool result kept in an isolated transcript.
+
+    Raises:
+        MissingExtraError: the ``anthropic`` package is not installed.
+    """
+
+    provider = "anthropic"
+
+    def __init__(
+        self,
+        client: Any = None,
+        *,
+        model: str,
+        max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float | None = None,
+        async_client: Any = None,
+        stream: bool = False,
+        max_retries: int | None = None,
+        temperature: float | None = None,
+        prompts: PromptSet | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        tool_result_limit: int = 2000,
+    ) -> None:
+        if client is None or async_client is None:
+            ensure_installed("anthropic", "AnthropicSummarizer", "anthropic")
+        if client is not None and type(client).__name__.startswith("Async"):
+            client, async_client = None, async_client or client
+        self.model = model
+        self.max_output_tokens = max_output_tokens
+        self.base_url = base_url
+        self.api_key = api_key
+        self.timeout = timeout
+        self.stream = stream
+        self.max_retries = max_retries
+        self.temperature = temperature
+        self.prompts = prompts
+        self.extra_body = dict(extra_body) if extra_body else None
+        self.tool_result_limit = tool_result_limit
+        self._client = client
+        self._async_client = async_client
+        self._owned: list[Any] = []
+
+    def __repr__(self) -> str:
+        return f"AnthropicSummarizer(model={self.model!r}, stream={self.stream})"
+
+    # -- clients -----------------------------------------------------------------------
+
+    def _client_settings(self, other: Any) -> dict[str, Any]:
+        if other is not None:
+            return {
+                "base_url": str(other.base_url),
+                "api_key": other.api_key,
+                "max_retries": other.max_retries,
+                "timeout": other.timeout,
+            }
+        settings: dict[str, Any] = {}
+        if self.base_url is not None:
+            settings["base_url"] = self.base_url
+        if self.api_key is not None:
+            settings["api_key"] = self.api_key
+        if self.timeout is not None:
+            settings["timeout"] = self.timeout
+        if self.max_retries is not None:
+            settings["max_retries"] = self.max_retries
+        return settings
+
+    def _sync_client(self) -> Any:
+        if self._client is None:
+            sdk = import_extra("anthropic", "AnthropicSummarizer", "anthropic")
+            self._client = sdk.Anthropic(**self._client_settings(self._async_client))
+            self._owned.append(self._client)
+        return self._client
+
+    def _async_client_(self) -> Any:
+        if self._async_client is None:
+            sdk = import_extra("anthropic", "AnthropicSummarizer", "anthropic")
+            self._async_client = sdk.AsyncAnthropic(**self._client_settings(self._client))
+            self._owned.append(self._async_client)
+        return self._async_client
+
+    def close(self) -> None:
+        """Close the sync client this summarizer created (clients passed in are left open)."""
+        for owned in list(self._owned):
+            if owned is self._client:
+                owned.close()
+                self._owned.remove(owned)
+                self._client = None
+
+    async def aclose(self) -> None:
+        """Close every client this summarizer created (clients passed in are left open)."""
+        self.close()
+        for owned in list(self._owned):
+            await owned.close()
+            self._owned.remove(owned)
+            self._async_client = None
+
+    # -- request -----------------------------------------------------------------------
+
+    def build_request(self, request: SummaryRequest) -> dict[str, Any]:
+        """The keyword arguments of ``messages.create`` for ``request``.
+
+        Isolated mode: our system prompt as plain text and one user message with the
+        serialized transcript, no ``cache_control``. Cache-aligned mode: the conversation's
+        own system, tools and messages, then the instruction as the last user message.
+        """
+        kwargs: dict[str, Any] = {"model": self.model}
+        kwargs["max_tokens"] = (
+            clamp_tokens(request.max_output_tokens, self.max_output_tokens)
+            or DEFAULT_MAX_OUTPUT_TOKENS
+        )
+        if request.mode == "cache_aligned":
+            from contextfold.formats import anthropic as anthropic_format
+
+            system, messages, tools = build_cache_aligned_messages(request, prompts=self.prompts)
+            body = anthropic_format.dump([*system, *messages])
+            if "system" in body:
+                kwargs["system"] = body["system"]
+            kwargs["messages"] = body["messages"]
+            if tools:
+                kwargs["tools"] = tools_for_anthropic(tools)
+        else:
+            system_text, user_text = build_isolated_prompt(
+                request, prompts=self.prompts, tool_result_limit=self.tool_result_limit
+            )
+            kwargs["system"] = system_text
+            kwargs["messages"] = [{"role": "user", "content": user_text}]
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
+        if self.stream:
+            kwargs["stream"] = True
+        timeout = request_timeout(request, self.timeout)
+        if timeout is not None:
+            kwargs["timeout"] = timeout
+        if self.extra_body:
+            kwargs["extra_body"] = dict(self.extra_body)
+        return kwargs
+
+    def _start(self, request: SummaryRequest) -> Any:
+        client = self._sync_client()
+        return client.messages.create(**self.build_request(request))
+
+    async def _astart(self, request: SummaryRequest) -> Any:
+        client = self._async_client_()
+        return await client.messages.create(**self.build_request(request))
+
+    # -- answers -----------------------------------------------------------------------
+
+    def _parse(self, response: Any) -> SummarizationResult:
+        answered_by = field(response, "model") or self.model
+        texts: list[str] = []
+        tool_called = False
+        for block in field(response, "content") or []:
+            kind = field(block, "type")
+            if kind == "text":
+                texts.append(str(field(block, "text") or ""))
+            elif kind in _TOOL_BLOCKS:
+                tool_called = True
+        reason = field(response, "stop_reason")
+        finish = _STOP.get(str(reason), "stop") if reason is not None else "stop"
+        return finish_result(
+            "\n".join(t for t in texts if t),
+            finish,
+            provider=self.provider,
+            model=answered_by,
+            usage=anthropic_usage(field(response, "usage")),
+            tool_called=tool_called,
+            detail=f"stop_reason={reason}" if finish != "stop" else None,
+        )
+
+    def _accumulator(self) -> StreamAccumulator:
+        return _MessageStream(self.model)
+
+
+def anthropic_usage(usage: Any, base: Usage | None = None) -> Usage | None:
+    """Usage from an Anthropic ``usage`` object; fields it lacks are taken from ``base``.
+
+    ``input_tokens`` in the result counts every prompt token: uncached input plus cache
+    reads plus cache writes.
+    """
+    if usage is None:
+        return base
+    prior = base or Usage()
+
+    def pick(name: str, fallback: int) -> int:
+        value = field(usage, name)
+        return as_int(value) if value is not None else fallback
+
+    uncached = pick("input_tokens", prior.input_tokens - prior.cache_read_tokens
+                    - prior.cache_write_tokens)  # fmt: skip
+    read = pick("cache_read_input_tokens", prior.cache_read_tokens)
+    write = pick("cache_creation_input_tokens", prior.cache_write_tokens)
+    return Usage(
+        input_tokens=uncached + read + write,
+        output_tokens=pick("output_tokens", prior.output_tokens),
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+    )
+
+
+class _MessageStream:
+    """Folds Messages streaming events up to ``message_stop``."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.events = 0
+        self.blocks: dict[int, list[str]] = {}
+        self.tool_called = False
+        self.stop_reason: str | None = None
+        self.stopped = False
+        self.usage: Usage | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.stopped
+
+    def feed(self, event: Any) -> SummarizationResult | None:
+        self.events += 1
+        kind = field(event, "type")
+        if kind == "message_start":
+            message = field(event, "message")
+            self.model = field(message, "model") or self.model
+            self.usage = anthropic_usage(field(message, "usage"), self.usage)
+        elif kind == "content_block_start":
+            block = field(event, "content_block")
+            block_kind = field(block, "type")
+            if block_kind in _TOOL_BLOCKS:
+                self.tool_called = True
+            elif block_kind == "text":
+                self.blocks[as_int(field(event, "index"))] = [str(field(block, "text") or "")]
+        elif kind == "content_block_delta":
+            delta = field(event, "delta")
+            delta_kind = field(delta, "type")
+            if delta_kind == "text_delta":
+                index = as_int(field(event, "index"))
+                self.blocks.setdefault(index, []).append(str(field(delta, "text") or ""))
+            elif delta_kind == "input_json_delta":
+                self.tool_called = True
+        elif kind == "message_delta":
+            reason = field(field(event, "delta"), "stop_reason")
+            if reason is not None:
+                self.stop_reason = str(reason)
+            self.usage = anthropic_usage(field(event, "usage"), self.usage)
+        elif kind == "message_stop":
+            self.stopped = True
+        return None
+
+    def result(self) -> SummarizationResult:
+        text = "\n".join(t for t in ("".join(self.blocks[i]) for i in sorted(self.blocks)) if t)
+        finish: Finish | None = None
+        if self.stopped:
+            finish = _STOP.get(self.stop_reason or "end_turn", "stop")
+        return finish_result(
+            text,
+            finish,
+            provider="anthropic",
+            model=self.model,
+            usage=self.usage,
+            tool_called=self.tool_called,
+            detail=f"stop_reason={self.stop_reason}" if finish not in ("stop", None) else None,
+        )
