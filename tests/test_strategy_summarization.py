@@ -260,13 +260,14 @@ def test_request_carries_options() -> None:
         100,
         keep_recent=4,
         summarizer=fake,
-        max_output_tokens=123,
+        max_output_tokens=500,
         instructions="focus on numbers",
         deadline_s=30,
     )
     run(strategy, chat(10), counter=TEN)
     request: SummaryRequest = fake.requests[0]
-    assert request.max_output_tokens == 123
+    # capped by the room left beside the prefix and the newest message: 100 - 10 - 10 - 10
+    assert request.max_output_tokens == 70
     assert request.instructions == "focus on numbers"
     assert request.remaining() is not None
 

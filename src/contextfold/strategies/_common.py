@@ -43,6 +43,7 @@ __all__ = [
     "add_usage",
     "assemble",
     "build_result",
+    "cap_output",
     "char_size",
     "check_summary",
     "cut_points",
@@ -56,6 +57,7 @@ __all__ = [
     "recent_start",
     "require_fit",
     "summary_message_tokens",
+    "summary_room",
     "trim_view",
 ]
 
@@ -473,3 +475,30 @@ def trim_view(
     if asm is None:  # pragma: no cover - excluded by require_fit
         raise BudgetError("the newest message does not fit the budget", budget=max_tokens)
     return asm, False
+
+
+def summary_room(
+    history: Sequence[Message],
+    prefix_len: int,
+    cuts: Sequence[int],
+    counter: TokenCounter,
+    max_tokens: int,
+    placement: SummaryPlacement,
+) -> int:
+    """Most tokens a summary's text may take and still fit beside the prefix and newest unit.
+
+    Used to cap ``max_output_tokens`` and to reject a summary that could never be sent.
+    """
+    n = len(history)
+    k = bisect.bisect_left(cuts, n) - 1
+    last = cuts[k] if k >= 0 else prefix_len
+    fixed = counter.count_messages(history[:prefix_len]) + counter.count_messages(history[last:])
+    framing = summary_message_tokens("", placement, counter)
+    return max_tokens - fixed - framing
+
+
+def cap_output(configured: int | None, room: int) -> int | None:
+    """``configured`` capped by ``room`` (left alone when the room is not positive)."""
+    if room <= 0:
+        return configured
+    return room if configured is None else min(configured, room)

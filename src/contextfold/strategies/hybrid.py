@@ -26,6 +26,7 @@ from contextfold.strategies._common import (
     add_usage,
     assemble,
     build_result,
+    cap_output,
     check_summary,
     cut_points,
     deadline_from,
@@ -35,6 +36,7 @@ from contextfold.strategies._common import (
     recent_start,
     require_fit,
     summary_message_tokens,
+    summary_room,
     trim_view,
 )
 from contextfold.strategies.base import (
@@ -181,6 +183,8 @@ class Hybrid:
             )
 
         limit = recent_start(cuts, covered_end, n, self.keep_recent)
+        room = summary_room(history, p, cuts, counter, self.max_tokens, placement)
+        max_output = cap_output(self.max_output_tokens, room)
         usage = Usage()
         calls = 0
         chunks = 0
@@ -202,7 +206,7 @@ class Hybrid:
                 previous_summary=running,
                 kind="update" if running is not None else "summary",
                 instructions=self.instructions,
-                max_output_tokens=self.max_output_tokens,
+                max_output_tokens=max_output,
                 deadline=deadline,
             )
             replaced = counter.count_messages(chunk)
@@ -216,6 +220,13 @@ class Hybrid:
             )
             if problem is not None:
                 fallback, failure_code = problem
+                break
+            cost = summary_message_tokens(result.text.strip(), placement, counter)
+            if cost - summary_message_tokens("", placement, counter) > room:
+                fallback = (
+                    f"the running summary ({cost} tokens) outgrew the budget: it cannot be "
+                    "sent next to the newest message"
+                )
                 break
             running = result.text.strip()
             covered_end = end

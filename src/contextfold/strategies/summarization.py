@@ -26,6 +26,7 @@ from contextfold.strategies._common import (
     add_usage,
     assemble,
     build_result,
+    cap_output,
     check_summary,
     cut_points,
     deadline_from,
@@ -35,6 +36,7 @@ from contextfold.strategies._common import (
     recent_start,
     require_fit,
     summary_message_tokens,
+    summary_room,
     trim_view,
 )
 from contextfold.strategies.base import (
@@ -229,6 +231,10 @@ class Summarization:
         if self.guard.tripped:
             return fallback(self.guard.describe(), None)
 
+        max_output = cap_output(
+            self.max_output_tokens,
+            summary_room(history, p, cuts, counter, self.max_tokens, placement),
+        )
         span = tuple(history[p:k])
         found = covered is not None and covered > p
         if prior is not None and not found:
@@ -237,7 +243,7 @@ class Summarization:
                 previous_summary=prior_text,
                 kind="update",
                 instructions=self.instructions,
-                max_output_tokens=self.max_output_tokens,
+                max_output_tokens=max_output,
                 deadline=deadline_from(self.deadline_s),
             )
         else:
@@ -245,7 +251,7 @@ class Summarization:
                 span,
                 kind="summary",
                 instructions=self.instructions,
-                max_output_tokens=self.max_output_tokens,
+                max_output_tokens=max_output,
                 deadline=deadline_from(self.deadline_s),
             )
         replaced = counter.count_messages(history[base_from:k])
