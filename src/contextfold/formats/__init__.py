@@ -151,7 +151,7 @@ def detect(payload: Any) -> FormatName:
 
 
 def _check_name(format: str) -> None:
-    if format not in _LOADERS:
+    if not isinstance(format, str) or format not in _LOADERS:
         raise FormatError(f"unknown format {format!r}; expected one of {list(FORMAT_NAMES)}")
 
 

@@ -110,6 +110,8 @@ def load(payload: Any, *, strict: bool = False) -> list[Message]:
             kind = raw.get("type")
             if kind is None and "type" not in raw and "role" in raw:
                 kind = "message"
+            if not isinstance(kind, str):
+                fail(f"item type must be a string, not {type_name(kind)}", index=i, field="type")
             role = raw.get("role")
             if kind == "message" and role != "assistant":
                 if not isinstance(role, str) or role not in _INPUT_ROLES:
@@ -133,7 +135,7 @@ def load(payload: Any, *, strict: bool = False) -> list[Message]:
                 elif kind == "reasoning":
                     parts, env = [_load_reasoning(raw, i)], _envelope(raw, kind)
                 else:
-                    if strict or not isinstance(kind, str):
+                    if strict:
                         fail(f"item type {kind!r} is not supported", index=i, field="type")
                     parts, env = [], {"n": 0, "item": copy_json(raw)}
                 group.parts.extend(parts)
@@ -334,6 +336,8 @@ def _fits(envelopes: Any, parts: Sequence[Part]) -> bool:
         if not isinstance(n, int) or n < 0 or at + n > len(parts):
             return False
         kind = env["item"].get("type", "message")
+        if not isinstance(kind, str):
+            return False
         wanted = _PART_KIND_FOR_TYPE.get(kind)
         chunk = parts[at : at + n]
         if kind == "message":
