@@ -521,6 +521,11 @@ def test_total_tokens_of_an_opened_conversation_is_lazy() -> None:
     assert s2.total_tokens == counter.count_messages([*history, Message.user("one more")])
     assert store.rows_read == 0
     assert s2.lifetime_tokens_saved == ctx.stats.tokens_saved + s2.tokens_saved
+    # Once totals are known, the lifetime ledger holds no per-build state.
+    for _ in range(3):
+        memory.add(Message.user("again"))
+        memory.build_context()
+    assert memory._core.ledger.pending == []
 
 
 # -- reading cost ----------------------------------------------------------------------------

@@ -130,34 +130,63 @@ _Core = Generator[_Op, Any, _T]
 
 
 class _BuildRecord:
-    """One build as the lifetime ledger sees it; ``total`` is filled in lazily."""
+    """One build as the lifetime ledger sees it; ``total`` and ``lifetime`` come lazily."""
 
-    __slots__ = ("current", "last_seq", "summarizer", "total")
+    __slots__ = ("current", "last_seq", "lifetime", "summarizer", "total")
 
     def __init__(self, last_seq: int, current: int, summarizer: int, total: int | None) -> None:
         self.last_seq = last_seq
         self.current = current
         self.summarizer = summarizer
         self.total = total
+        self.lifetime: int | None = None  # net tokens saved up to and including this build
+
+    @property
+    def net(self) -> int:
+        """This build's contribution to lifetime savings (needs ``total``)."""
+        assert self.total is not None
+        return max(0, self.total - self.current) - self.summarizer
 
 
 class _Ledger:
-    """The builds of one conversation in one memory, for totals and lifetime savings."""
+    """Lifetime savings of one conversation in one memory.
+
+    Only builds whose total is still unknown are kept (``pending``); the rest are folded into
+    ``base``, so a memory serving a conversation for months holds O(1) state here once its
+    totals are known.
+    """
 
     def __init__(self, resolve: Callable[[_Ledger], None]) -> None:
-        self.records: list[_BuildRecord] = []
+        self.base = 0  # lifetime savings of every settled build
+        self.pending: list[_BuildRecord] = []
         self._resolve = resolve
 
+    def add(self, record: _BuildRecord) -> None:
+        self.pending.append(record)
+        self.settle()
+
     def branch(self, extra: _BuildRecord) -> _Ledger:
-        """A ledger with the same (shared) records plus one projected build."""
+        """A ledger with the same (shared) pending builds plus one projected build."""
         other = _Ledger(self._resolve)
-        other.records = [*self.records, extra]
+        other.base = self.base
+        other.pending = [*self.pending, extra]
+        other.settle()
         return other
 
-    def ensure(self, upto: int) -> None:
-        """Make sure the totals of records ``0..upto`` are known (may read the store)."""
-        if any(r.total is None for r in self.records[: upto + 1]):
-            self._resolve(self)
+    def settle(self) -> None:
+        """Fold builds into ``base`` in order, while their totals are known."""
+        while self.pending and self.pending[0].total is not None:
+            record = self.pending.pop(0)
+            if record.lifetime is None:
+                record.lifetime = self.base + record.net
+            self.base = record.lifetime
+
+    def ensure(self, record: _BuildRecord) -> None:
+        """Make ``record.total`` and ``record.lifetime`` known (may read the store)."""
+        if record.lifetime is None:
+            if record.total is None or any(r.total is None for r in self.pending):
+                self._resolve(self)
+            self.settle()
 
     def detach(self) -> None:
         """The conversation was cleared: stats already handed out can no longer count it."""
@@ -218,17 +247,16 @@ class MemoryStats:
     tools_tokens: int = 0
     notes: tuple[str, ...] = ()
     _ledger: _Ledger | None = field(default=None, repr=False, compare=False)
-    _index: int = field(default=-1, repr=False, compare=False)
+    _record: _BuildRecord | None = field(default=None, repr=False, compare=False)
 
     @property
     def total_tokens(self) -> int:
         """Tokens of the full stored history at build time (what sending it all would cost)."""
-        record = self._record()
-        if record is None:
+        record = self._record
+        if record is None or self._ledger is None:
             return self.current_tokens
         if record.total is None:
-            assert self._ledger is not None
-            self._ledger.ensure(self._index)
+            self._ledger.ensure(record)
         assert record.total is not None
         return record.total
 
@@ -252,19 +280,12 @@ class MemoryStats:
         than they saved. Plans (:meth:`ConversationMemory.plan`) add their projection to the
         builds before them without being recorded.
         """
-        if self._ledger is None:
+        record = self._record
+        if record is None or self._ledger is None:
             return self.tokens_saved - self.summarizer_tokens
-        self._ledger.ensure(self._index)
-        net = 0
-        for r in self._ledger.records[: self._index + 1]:
-            assert r.total is not None
-            net += max(0, r.total - r.current) - r.summarizer
-        return net
-
-    def _record(self) -> _BuildRecord | None:
-        if self._ledger is None or self._index < 0:
-            return None
-        return self._ledger.records[self._index]
+        self._ledger.ensure(record)
+        assert record.lifetime is not None
+        return record.lifetime
 
     def as_dict(self) -> dict[str, Any]:
         """Every figure, properties included (may count the history; see the class doc)."""
@@ -639,7 +660,7 @@ class _MemoryCore:
         for led in (self.ledger, ledger):
             if led is None:
                 continue
-            for r in led.records:
+            for r in led.pending:
                 if r.total is None:
                     pending.setdefault(r.last_seq, []).append(r)
         if self.total is not None and not any(s < self.total_upto for s in pending):
@@ -665,6 +686,7 @@ class _MemoryCore:
         if pending:  # a build saw more messages than are stored now: the log was cleared
             raise StoreError("the stored conversation is shorter than when it was built")
         self.total, self.total_upto = running, last
+        self.ledger.settle()
         return running
 
     # -- building -----------------------------------------------------------------------
@@ -779,9 +801,11 @@ class _MemoryCore:
         usage = result.usage
         known = self.total if self.total is not None and self.total_upto == last else None
         record = _BuildRecord(last, result.tokens, 0 if dry else usage.total_tokens, known)
-        ledger = self.ledger.branch(record) if dry else self.ledger
-        if not dry:
-            ledger.records.append(record)
+        if dry:
+            ledger = self.ledger.branch(record)
+        else:
+            ledger = self.ledger
+            ledger.add(record)
         stats = MemoryStats(
             current_tokens=result.tokens,
             message_count=last,
@@ -798,7 +822,7 @@ class _MemoryCore:
             tools_tokens=self.tools_tokens,
             notes=(*result.notes, *memory_notes),
             _ledger=ledger,
-            _index=len(ledger.records) - 1,
+            _record=record,
         )
         if not dry:
             self.last_stats = stats
@@ -817,18 +841,25 @@ class _MemoryCore:
 
     def post_build(self, built: _Built) -> _Core[None]:
         """Bring the running total up to date when it is being tracked."""
-        record = self.ledger.records[-1] if self.ledger.records else None
-        total = yield from self._update_total(record.last_seq if record else 0, built.history)
-        if record is not None and record.total is None:
+        record = built.context.stats._record
+        assert record is not None
+        total = yield from self._update_total(record.last_seq, built.history)
+        if record.total is None and total is not None:
             record.total = total
+            self.ledger.settle()
 
     def plan(self) -> _Core[ContextPlan]:
         built = yield from self.build(dry=True)
         # A plan over a short conversation knows the total for free.
-        if built.context.stats._ledger is not None:
-            rec = built.context.stats._ledger.records[-1]
-            if rec.total is None and _covers_all(built.history.seqs, rec.last_seq):
-                rec.total = self.counter.count_messages(built.history.messages)
+        rec, ledger = built.context.stats._record, built.context.stats._ledger
+        if (
+            rec is not None
+            and ledger is not None
+            and rec.total is None
+            and _covers_all(built.history.seqs, rec.last_seq)
+        ):
+            rec.total = self.counter.count_messages(built.history.messages)
+            ledger.settle()
         result, history = built.result, built.history
         kept_ids = set(result.kept)
         kept_idx = [i for i, m in enumerate(history.messages) if m.id in kept_ids]
