@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from contextfold.errors import PairingError
-from contextfold.messages import Message, TextPart, ToolResultPart
+from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = [
     "Turn",
@@ -89,9 +89,11 @@ def group_turns(messages: Sequence[Message]) -> list[Turn]:
 def validate(messages: Sequence[Message], *, allow_pending_tail: bool = False) -> None:
     """Check the tool-pair invariant; raise :class:`PairingError` naming the culprit.
 
-    Rules: every tool result answers an earlier call that is still open; no call id is used
-    twice; every call is answered before the next user turn or system message (assistant
-    messages may come in between, as with parallel calls in the Responses API).
+    Rules: every tool result answers an earlier call that is still open; a call id is not
+    reused while a call with that id still waits for its result; every call is answered
+    before the next user turn or system message (assistant messages may come in between, as
+    with parallel calls in the Responses API). Reusing an id once its call was answered is
+    accepted: OpenAI models do it in long runs and the API pairs by position.
 
     Args:
         allow_pending_tail: accept calls still unanswered at the very end (an agent in the
@@ -118,9 +120,12 @@ def validate(messages: Sequence[Message], *, allow_pending_tail: bool = False) -
                 )
             del open_calls[r.call_id]
         for c in m.tool_calls:
-            if c.id in seen:
+            if c.id in open_calls:
                 raise PairingError(
-                    f"duplicate tool call id {c.id!r} at message {i}", index=i, call_id=c.id
+                    f"duplicate tool call id {c.id!r} at message {i} (the call at message "
+                    f"{open_calls[c.id]} is still unanswered)",
+                    index=i,
+                    call_id=c.id,
                 )
             seen.add(c.id)
             open_calls[c.id] = i
@@ -165,46 +170,39 @@ def repair(messages: Sequence[Message], *, mode: Literal["drop", "text"] = "drop
         mode: ``"drop"`` removes orphaned results and unanswered calls; ``"text"`` turns them
             into plain text parts so nothing the model said or saw is lost.
     """
-    answered: set[str] = set()
-    called: set[str] = set()
-    # A call counts as answered only by a result that follows it before the next user turn.
-    open_calls: set[str] = set()
-    for m in messages:
+    # Pass 1, by occurrence (message index, part index): a call counts as answered only by
+    # a result that follows it before the next user turn; an id reused while its first call
+    # is still open is a duplicate and is not kept.
+    answered: set[tuple[int, int]] = set()
+    good_results: set[tuple[int, int]] = set()
+    open_calls: dict[str, tuple[int, int]] = {}
+    for i, m in enumerate(messages):
         if open_calls and not m.tool_results and m.role in ("user", "system", "developer"):
             open_calls.clear()
-        for r in m.tool_results:
-            if r.call_id in open_calls:
-                answered.add(r.call_id)
-                open_calls.discard(r.call_id)
-        for c in m.tool_calls:
-            if c.id not in called:
-                called.add(c.id)
-                open_calls.add(c.id)
+        for j, part in enumerate(m.parts):
+            if isinstance(part, ToolResultPart):
+                at = open_calls.pop(part.call_id, None)
+                if at is not None:
+                    answered.add(at)
+                    good_results.add((i, j))
+        for j, part in enumerate(m.parts):
+            if isinstance(part, ToolCallPart) and part.id not in open_calls:
+                open_calls[part.id] = (i, j)
     out: list[Message] = []
-    used_results: set[str] = set()
-    kept_calls: set[str] = set()
     open_out: set[str] = set()  # calls in ``out`` still waiting for their results
-    for m in messages:
+    for i, m in enumerate(messages):
         new_parts: list = []  # type: ignore[type-arg]
         changed = False
-        for p in m.parts:
+        for j, p in enumerate(m.parts):
             if isinstance(p, ToolResultPart):
-                ok = (
-                    p.call_id in answered
-                    and p.call_id in kept_calls
-                    and p.call_id not in used_results
-                )
-                if ok:
-                    used_results.add(p.call_id)
+                if (i, j) in good_results:
                     new_parts.append(p)
                     continue
                 changed = True
                 if mode == "text":
                     new_parts.append(TextPart(f"[tool result for {p.call_id}]: {p.text}"))
-            elif p.kind == "tool_call":
-                ok = p.id in answered and p.id not in kept_calls
-                if ok:
-                    kept_calls.add(p.id)
+            elif isinstance(p, ToolCallPart):
+                if (i, j) in answered:
                     new_parts.append(p)
                     continue
                 changed = True
