@@ -81,6 +81,7 @@ class Dialect:
     insert_checkpoint: str
     select_conversations: str
     delete_statements: tuple[str, ...]
+    append_one_shot: str = ""
     select_lock: str = ""
     upsert_lock: str = ""
     release_lock: str = ""
@@ -308,6 +309,12 @@ def _missing(d: Dialect, applied: Rows) -> list[Migration]:
 def op_append(d: Dialect, conversation_id: str, payloads: Sequence[str]) -> Op[list[int]]:
     """Reserve ``len(payloads)`` sequence numbers and insert the rows (one transaction)."""
     count = len(payloads)
+    if d.append_one_shot:
+        rows = yield Query(
+            d.append_one_shot, (conversation_id, count, conversation_id, count, payloads)
+        )
+        last = int(rows[0][0])
+        return list(range(last - count + 1, last + 1))
     rows = yield Query(d.bump, (conversation_id, count))
     if not d.bump_returns:
         rows = yield Query(d.select_last_seq, (conversation_id,))

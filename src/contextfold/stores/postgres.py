@@ -1,7 +1,7 @@
 """PostgreSQL store (psycopg 3): many processes on many machines share one log.
 
 Appends bump a per-conversation counter row with ``INSERT ... ON CONFLICT DO UPDATE ...
-RETURNING`` and insert the messages in the same transaction: the row lock serializes
+RETURNING`` and insert the messages in the same statement (one round trip): the row lock serializes
 concurrent appends to one conversation (others proceed in parallel), so sequence numbers have
 no gaps or duplicates and a failed transaction leaves nothing behind. A checkpoint commit locks
 the same row (``SELECT ... FOR UPDATE``) before it checks the latest checkpoint and the log.
@@ -26,7 +26,12 @@ import asyncio
 import math
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    asynccontextmanager,
+    contextmanager,
+    nullcontext,
+)
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -176,7 +181,7 @@ class PostgresStore:
                             self._conninfo,
                             min_size=self._min_size,
                             max_size=self._max_size,
-                            kwargs=self._connect_kwargs(),
+                            kwargs=dict(self._connect_kwargs(), autocommit=True),
                             timeout=max(self._connect_timeout, 30.0),
                             open=False,
                             name="contextfold",
@@ -211,7 +216,7 @@ class PostgresStore:
                             self._conninfo,
                             min_size=self._min_size,
                             max_size=self._max_size,
-                            kwargs=self._connect_kwargs(),
+                            kwargs=dict(self._connect_kwargs(), autocommit=True),
                             timeout=max(self._connect_timeout, 30.0),
                             open=False,
                             name="contextfold-async",
@@ -225,29 +230,39 @@ class PostgresStore:
                 self._async_ready = True
         return self._apool
 
-    def _run(self, op: Op[T], what: str, conversation_id: str = "") -> T:
+    def _run(self, op: Op[T], what: str, conversation_id: str = "", *, txn: bool = False) -> T:
         try:
             pool = self._ensure_sync()
         except BaseException:
             op.close()
             raise
         try:
-            with pool.connection() as conn, conn.cursor() as cur:
+            with (
+                pool.connection() as conn,
+                conn.transaction() if txn else nullcontext(),
+                conn.cursor() as cur,
+            ):
                 return run_sync(cur, op)
         except self._psycopg.Error as exc:
             raise self._error(what, exc, conversation_id) from exc
         except self._pool_mod.PoolTimeout as exc:
             raise self._error(what, exc, conversation_id) from exc
 
-    async def _arun(self, op: Op[T], what: str, conversation_id: str = "") -> T:
+    async def _arun(
+        self, op: Op[T], what: str, conversation_id: str = "", *, txn: bool = False
+    ) -> T:
         try:
             pool = await self._ensure_async()
         except BaseException:
             op.close()
             raise
         try:
-            async with pool.connection() as conn, conn.cursor() as cur:
-                return await run_async(cur, op)
+            async with pool.connection() as conn:
+                if not txn:
+                    async with conn.cursor() as cur:
+                        return await run_async(cur, op)
+                async with conn.transaction(), conn.cursor() as cur:
+                    return await run_async(cur, op)
         except self._psycopg.Error as exc:
             raise self._error(what, exc, conversation_id) from exc
         except self._pool_mod.PoolTimeout as exc:
@@ -297,6 +312,7 @@ class PostgresStore:
             op_append_checkpoint(self._dialect, cid, checkpoint, data, expected_previous),
             "append_checkpoint",
             cid,
+            txn=True,
         )
 
     def latest_checkpoint(self, conversation_id: str, /) -> CheckpointRecord | None:
@@ -348,7 +364,7 @@ class PostgresStore:
     def delete(self, conversation_id: str, /) -> None:
         """Remove a conversation with its checkpoints."""
         cid = check_conversation_id(conversation_id)
-        self._run(op_delete(self._dialect, cid), "delete", cid)
+        self._run(op_delete(self._dialect, cid), "delete", cid, txn=True)
 
     def close(self) -> None:
         """Close the sync pool this store created (use :meth:`aclose` for the async one)."""
@@ -392,6 +408,7 @@ class PostgresStore:
             op_append_checkpoint(self._dialect, cid, checkpoint, data, expected_previous),
             "append_checkpoint",
             cid,
+            txn=True,
         )
 
     async def alatest_checkpoint(self, conversation_id: str, /) -> CheckpointRecord | None:
@@ -451,7 +468,7 @@ class PostgresStore:
     async def adelete(self, conversation_id: str, /) -> None:
         """Async :meth:`delete`."""
         cid = check_conversation_id(conversation_id)
-        await self._arun(op_delete(self._dialect, cid), "delete", cid)
+        await self._arun(op_delete(self._dialect, cid), "delete", cid, txn=True)
 
     async def aclose(self) -> None:
         """Close both pools this store created."""
