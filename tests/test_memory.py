@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -23,7 +24,7 @@ from contextfold.strategies.base import PlanGenerator, run
 from contextfold.strategies.hybrid import Hybrid
 from contextfold.strategies.sliding import SlidingWindow
 from contextfold.strategies.summarization import Summarization
-from contextfold.summarizers.base import SummaryRequest
+from contextfold.summarizers.base import SummarizationResult, SummaryRequest
 from contextfold.testing import FakeSummarizer, FixedCounter
 from contextfold.tokens.approx import ApproxCounter
 from contextfold.tokens.base import TokenCounter
@@ -114,7 +115,7 @@ class Recording:
         return result
 
 
-def hybrid(summarizer: FakeSummarizer, max_tokens: int = 400) -> Hybrid:
+def hybrid(summarizer: Any, max_tokens: int = 400) -> Hybrid:
     return Hybrid(max_tokens, keep_recent=4, chunk_size=4, summarizer=summarizer, max_chunks=64)
 
 
@@ -461,6 +462,39 @@ def test_a_second_conflict_is_raised() -> None:
     with pytest.raises(ConflictError):
         memory.build_context()
     assert memory.messages == seed  # nothing stored was lost
+
+
+class SlowSummarizer:
+    """An async summarizer that waits until cancelled."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+
+    async def asummarize(self, request: SummaryRequest, /) -> SummarizationResult:
+        self.started.set()
+        await asyncio.sleep(30)
+        return SummarizationResult.success(SUMMARY)
+
+
+async def test_a_cancelled_build_changes_nothing() -> None:
+    store = InMemoryStore()
+    slow = SlowSummarizer()
+    memory = ConversationMemory(strategy=hybrid(slow), store=store)
+    await memory.aextend(chat(30))
+    task = asyncio.create_task(memory.abuild_context())
+    await asyncio.wait_for(slow.started.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    cid = memory.conversation_id
+    assert store.checkpoints(cid) == []
+    assert len(await memory.amessages()) == 61  # nothing stored was touched
+    with store.compaction_lock(cid) as taken:
+        assert taken  # released on cancellation
+    again = ConversationMemory(
+        strategy=hybrid(FakeSummarizer(SUMMARY)), store=store, conversation_id=cid
+    )
+    assert (await again.abuild_context()).stats.compacted
 
 
 # -- restoring -----------------------------------------------------------------------------
