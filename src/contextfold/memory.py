@@ -13,6 +13,11 @@ Three properties matter most for a long-lived conversation:
   to a turn boundary, so the window never starts inside a tool exchange). With a stored
   checkpoint, it reads only the messages after the checkpoint. Any other strategy without a
   checkpoint receives the whole history once; later builds then read only what is new.
+  A stored checkpoint is used when its ``strategy`` equals the strategy's ``name``, or when
+  the strategy has an ``accepts_checkpoint(record) -> bool`` method that says yes. In that
+  case the strategy receives the prefix plus the messages after the checkpoint, not the
+  covered ones: a strategy that does not find ``last_covered_id`` in its input treats
+  everything after the prefix as newer than the checkpoint.
 * **A span is summarized once.** A checkpoint the strategy returns is committed to the store
   and reused by later builds, and by every other process that serves the conversation.
   Compaction is single-flight: the summarizer runs only while this process holds
@@ -24,8 +29,10 @@ Three properties matter most for a long-lived conversation:
   a checkpoint. :meth:`ConversationMemory.clear` is the one destructive call.
 
 The synchronous and asynchronous methods share one sans-I/O core. The core is a generator
-that yields small "store operation" and "summary call" requests; :meth:`_drive` and
-:meth:`_adrive` carry them out against a sync or an async store. The logic is written once.
+that yields small "store operation" and "summary call" requests, and two drivers carry them
+out against a sync or an async store. The logic is written once. A sync-only store also
+serves the async methods (its calls then block the event loop briefly); an async-only store
+serves only the async methods.
 
 A memory object is not safe for concurrent use by several threads or tasks. Use one per
 task; many memories (in many processes) may serve the same stored conversation.
@@ -951,6 +958,7 @@ class ConversationMemory:
         lock_ttl: seconds after which a compaction lock left by a crashed process expires.
 
     Example:
+        >>> from contextfold.messages import Message
         >>> memory = ConversationMemory()
         >>> _ = memory.add(Message.user("Hello, I need help with my order"))
         >>> ctx = memory.build_context()
