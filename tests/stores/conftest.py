@@ -115,3 +115,21 @@ def persistent_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
 @pytest.fixture
 def store(backend: Backend) -> Any:
     return backend.open()
+
+
+@pytest.fixture
+def redis_backend(tmp_path: Path) -> Iterator[Backend]:
+    b = make_backend("redis", tmp_path)
+    try:
+        yield b
+    finally:
+        b.cleanup()
+
+
+@pytest.fixture
+def postgres_backend(tmp_path: Path) -> Iterator[Backend]:
+    b = make_backend("postgres", tmp_path)
+    try:
+        yield b
+    finally:
+        b.cleanup()
