@@ -135,7 +135,6 @@ def build_strategy(
         "hybrid": "Hybrid",
         "checkpoint": "Checkpoint",
         "prune": "PruneToolOutputs",
-        "compactor": "SummaryCompactor",
     }
     cls = getattr(strategies, classes[name], None)
     if cls is None:
@@ -155,6 +154,8 @@ def build_strategy(
         # A summary never gets more than a quarter of the budget, so it leaves room for the
         # recent messages it is meant to sit next to.
         "max_output_tokens": max(32, budget // 4),
+        # A one-shot command has no prompt cache to protect, so any saving is worth pruning.
+        "min_savings": 0,
     }
     if summarizer is not None:
         options["summarizer"] = summarizer

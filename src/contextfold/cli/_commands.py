@@ -41,48 +41,11 @@ from contextfold.tokens.base import TokenCounter
 # -- command: compact ----------------------------------------------------------------------
 
 
-def _distinct_call_ids(messages: Sequence[Message]) -> list[Message]:
-    """A view in which a call id reused after its result arrived gets a distinct alias.
-
-    Some agents reuse an id once its call was answered (49 of the 200 tau-bench gpt-4o runs
-    do). Providers accept that, and the pairing stays unambiguous, so the command accepts
-    it too; the alias exists only for validation and never reaches the output.
-    """
-    from dataclasses import replace
-
-    from contextfold.messages import ToolCallPart, ToolResultPart
-
-    seen: dict[str, int] = {}
-    open_alias: dict[str, str] = {}
-    out: list[Message] = []
-    for m in messages:
-        parts = list(m.parts)
-        changed = False
-        for k, p in enumerate(parts):
-            if isinstance(p, ToolResultPart) and p.call_id in open_alias:
-                alias = open_alias.pop(p.call_id)
-                if alias != p.call_id:
-                    parts[k] = replace(p, call_id=alias)
-                    changed = True
-            elif isinstance(p, ToolCallPart):
-                n = seen.get(p.id, 0)
-                seen[p.id] = n + 1
-                if n and p.id not in open_alias:
-                    alias = f"{p.id}#{n}"
-                    parts[k] = replace(p, id=alias)
-                    changed = True
-                    open_alias[p.id] = alias
-                else:
-                    open_alias[p.id] = p.id
-        out.append(m.replace(parts=tuple(parts)) if changed else m)
-    return out
-
-
 def _check_pairing(loaded: Loaded, repair: str | None) -> list[Message]:
     from contextfold import turns
 
     try:
-        turns.validate(_distinct_call_ids(loaded.messages), allow_pending_tail=True)
+        turns.validate(loaded.messages, allow_pending_tail=True)
     except PairingError as exc:
         if repair is None:
             raise UsageError(
@@ -233,7 +196,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     loaded = load_conversation(args.file, fmt=args.format)
     messages = _check_pairing(loaded, args.repair)
     counter = build_counter(args.counter)
-    needs_summary = args.strategy in ("summary", "hybrid", "checkpoint", "compactor")
+    needs_summary = args.strategy in ("summary", "hybrid", "checkpoint")
     summarizer = build_summarizer(args.summarizer) if needs_summary else None
     strategy = build_strategy(
         args.strategy, budget=args.budget, summarizer=summarizer, keep_recent=args.keep_recent
@@ -304,7 +267,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     loaded = load_conversation(args.file, fmt=args.format)
     messages = _check_pairing(loaded, args.repair)
     counter = build_counter(args.counter)
-    needs_summary = args.strategy in ("summary", "hybrid", "checkpoint", "compactor")
+    needs_summary = args.strategy in ("summary", "hybrid", "checkpoint")
     # A plan never calls a model, so the offline summarizer stands in for any provider.
     summarizer = build_summarizer("extractive") if needs_summary else None
     strategy = build_strategy(
@@ -623,7 +586,7 @@ def cmd_log_list(args: argparse.Namespace) -> int:
 
 def cmd_log_context(args: argparse.Namespace) -> int:
     counter = build_counter(args.counter)
-    needs_summary = args.strategy in ("summary", "hybrid", "checkpoint", "compactor")
+    needs_summary = args.strategy in ("summary", "hybrid", "checkpoint")
     summarizer = build_summarizer(args.summarizer) if needs_summary else None
     strategy = build_strategy(
         args.strategy, budget=args.budget, summarizer=summarizer, keep_recent=args.keep_recent

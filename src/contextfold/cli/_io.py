@@ -26,7 +26,7 @@ _FORMAT_MODULES = {
     "anthropic": "anthropic",
     "responses": "openai_responses",
 }
-STRATEGIES = ("sliding", "summary", "hybrid", "checkpoint", "prune", "compactor")
+STRATEGIES = ("sliding", "summary", "hybrid", "checkpoint", "prune")
 DEFAULT_STORE = "sqlite:///contextfold.db"
 
 # Well-known context window sizes, used by ``stats`` to put a conversation in perspective.
