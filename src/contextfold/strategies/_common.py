@@ -145,10 +145,10 @@ def assemble(
 ) -> Assembly | None:
     """``prefix + [summary] + history[tail_start:]`` with ``tail_start >= tail_from``.
 
-    The tail is trimmed by the sliding window (``sliding.fit_window``: newest whole turns
-    first, whole units when the newest turn alone is too big) until the whole fits
-    ``max_tokens``. Returns None when even the newest unit does not fit next to the prefix
-    and the summary. With ``max_tokens=None`` nothing is trimmed.
+    The tail is trimmed by ``sliding.fit_window`` until the whole fits ``max_tokens``: by
+    whole turns (the sliding window) without a summary, by whole units after one. Returns
+    None when even the newest unit does not fit next to the prefix and the summary. With
+    ``max_tokens=None`` nothing is trimmed.
     """
     n = len(history)
     prefix = list(history[:prefix_len])
@@ -165,6 +165,9 @@ def assemble(
                 counter,
                 min_start=tail_from,
                 reserved=reserved,
+                # After a summary (a user message) the tail may start on any unit, which
+                # uses the budget fully; without one, keep the sliding window's whole turns.
+                whole_turns=summary is None,
                 check_pairing=False,
             )
         except BudgetError:
