@@ -1,0 +1,211 @@
+"""What is specific to one backend: URLs, files, pragmas, clients passed in, isolation."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextfold.errors import StoreError
+from contextfold.messages import Message
+from contextfold.stores import InMemoryStore, SQLiteStore, open_store
+from contextfold.stores._sql import sqlite_dialect
+from contextfold.stores.sqlite import parse_sqlite_url
+
+# -- SQLite ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("sqlite:///chats.db", "chats.db"),
+        ("sqlite:///data/chats.db", "data/chats.db"),
+        ("sqlite:////var/lib/app/chats.db", "/var/lib/app/chats.db"),
+        ("sqlite:///:memory:", ":memory:"),
+    ],
+)
+def test_sqlite_url_forms(url: str, path: str) -> None:
+    assert parse_sqlite_url(url) == path
+
+
+def test_relative_url_is_relative_to_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = open_store("sqlite:///rel.db")
+    store.append("c", [Message.user("x")])
+    store.close()
+    assert (tmp_path / "rel.db").is_file()
+
+
+def test_memory_database_works_and_is_private() -> None:
+    a = open_store("sqlite:///:memory:")
+    b = open_store("sqlite:///:memory:")
+    a.append("c", [Message.user("only in a")])
+    assert b.last_seq("c") == 0
+    a.close()
+    b.close()
+
+
+def test_file_database_is_in_wal_mode_with_the_chosen_sync_level(tmp_path: Path) -> None:
+    path = tmp_path / "w.db"
+    store = SQLiteStore(path, synchronous="FULL")
+    store.append("c", [Message.user("x")])
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store._conn is not None
+    assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    store.close()
+    with pytest.raises(StoreError, match="synchronous"):
+        SQLiteStore(path, synchronous="SOMETIMES")  # type: ignore[arg-type]
+
+
+def test_tail_window_reads_through_the_primary_key(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "p.db")
+    store.close()
+    sql = sqlite_dialect().select_messages
+    with sqlite3.connect(tmp_path / "p.db") as conn:
+        plan = " ".join(str(row) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, ("c", 5, 5)))
+    assert "SEARCH" in plan
+    assert "PRIMARY KEY" in plan
+    assert "TEMP B-TREE" not in plan  # already in seq order: no sort
+
+
+def test_existing_connection_is_used_and_left_open(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "own.db", check_same_thread=False)
+    store = SQLiteStore(conn)
+    assert store.append("c", [Message.user("a"), Message.user("b")]) == [1, 2]
+    store.close()
+    # Still usable by its owner, and the rows are committed.
+    assert conn.execute("SELECT count(*) FROM contextfold_messages").fetchone()[0] == 2
+    conn.close()
+
+
+def test_threads_share_one_sqlite_store(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "t.db")
+    run_threads(store)
+    store.close()
+
+
+def test_threads_share_one_memory_store() -> None:
+    run_threads(InMemoryStore())
+
+
+def run_threads(store: Any) -> None:
+    def work(w: int) -> None:
+        for i in range(100):
+            store.append("c", [Message.user(f"{w}:{i}")])
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    log = store.read("c")
+    assert [s.seq for s in log] == list(range(1, 601))
+    for w in range(6):
+        mine = [
+            int(s.message.text.split(":")[1]) for s in log if s.message.text.startswith(f"{w}:")
+        ]
+        assert mine == list(range(100))
+
+
+async def test_sqlite_async_calls_run_concurrently_without_losing_appends(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "a.db")
+    results = await asyncio.gather(
+        *(store.aappend("c", [Message.user(str(i)), Message.user(str(i))]) for i in range(20))
+    )
+    flat = sorted(seq for r in results for seq in r)
+    assert flat == list(range(1, 41))
+    for r in results:
+        assert r[1] == r[0] + 1  # each batch is contiguous
+    await store.aclose()
+
+
+# -- Redis -----------------------------------------------------------------------------
+
+
+def test_redis_accepts_an_existing_client(redis_backend: Any) -> None:
+    import redis
+
+    from contextfold.stores import RedisStore
+
+    client = redis.Redis.from_url(redis_backend.url)
+    store = RedisStore(client, key_prefix=redis_backend.options["key_prefix"])
+    assert store.append("c", [Message.user("x")]) == [1]
+    store.close()
+    assert client.ping()  # not closed: it belongs to the caller
+    client.close()
+
+
+async def test_redis_async_client_store_refuses_sync_calls(redis_backend: Any) -> None:
+    import redis.asyncio
+
+    from contextfold.stores import RedisStore
+
+    client = redis.asyncio.Redis.from_url(redis_backend.url)
+    store = RedisStore(client, key_prefix=redis_backend.options["key_prefix"])
+    assert await store.aappend("c", [Message.user("x")]) == [1]
+    with pytest.raises(StoreError, match="asyncio client"):
+        store.last_seq("c")
+    await store.aclose()
+    await client.aclose()
+
+
+def test_redis_key_prefixes_isolate_applications(redis_backend: Any) -> None:
+    a = redis_backend.open()
+    b = open_store(redis_backend.url, key_prefix=redis_backend.options["key_prefix"] + "-b")
+    try:
+        a.append("same-id", [Message.user("a")])
+        assert b.last_seq("same-id") == 0
+        assert "same-id" not in b.list_conversations()
+    finally:
+        b.delete("same-id")
+        b.close()
+
+
+# -- PostgreSQL ------------------------------------------------------------------------
+
+
+def test_postgres_accepts_an_existing_pool(postgres_backend: Any) -> None:
+    from psycopg_pool import ConnectionPool
+
+    from contextfold.stores import PostgresStore
+
+    pool = ConnectionPool(postgres_backend.url, min_size=1, max_size=2, open=False)
+    pool.open(wait=True)
+    store = PostgresStore(pool, schema=postgres_backend.options["schema"])
+    assert store.append("c", [Message.user("x")]) == [1]
+    assert store.read("c")[0].message.text == "x"
+    store.close()
+    with pool.connection() as conn:  # still open: it belongs to the caller
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    pool.close()
+
+
+def test_postgres_schemas_isolate_applications(postgres_backend: Any) -> None:
+    import psycopg
+
+    a = postgres_backend.open()
+    other = postgres_backend.options["schema"] + "_b"
+    b = open_store(postgres_backend.url, schema=other)
+    try:
+        a.append("same-id", [Message.user("a")])
+        assert b.last_seq("same-id") == 0
+        assert b.list_conversations() == []
+    finally:
+        b.close()
+        with psycopg.connect(postgres_backend.url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{other}" CASCADE')
+
+
+@pytest.mark.parametrize("schema", ["", "bad-name", 'x"; DROP TABLE y; --', "1abc"])
+def test_postgres_rejects_unsafe_schema_names(schema: str) -> None:
+    from contextfold.stores import PostgresStore
+
+    with pytest.raises(StoreError, match="schema"):
+        PostgresStore("postgresql://localhost/db", schema=schema)
