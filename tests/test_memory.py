@@ -21,7 +21,11 @@ from contextfold.stores.base import StoredMessage
 from contextfold.stores.memory import InMemoryStore
 from contextfold.stores.sqlite import SQLiteStore
 from contextfold.strategies.base import PlanGenerator, run
+from contextfold.strategies.checkpoint import Checkpoint
+from contextfold.strategies.compactor import SummaryCompactor
 from contextfold.strategies.hybrid import Hybrid
+from contextfold.strategies.pipeline import Pipeline
+from contextfold.strategies.prune import PruneToolOutputs
 from contextfold.strategies.sliding import SlidingWindow
 from contextfold.strategies.summarization import Summarization
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest
@@ -100,6 +104,11 @@ class Recording:
     @property
     def name(self) -> str:
         return str(self.inner.name)
+
+    def accepts_checkpoint(self, record: CheckpointRecord) -> bool:
+        """The wrapped strategy's checkpoints (a pipeline's stages' included)."""
+        owners = {self.name, *(s.name for s in getattr(self.inner, "stages", ()))}
+        return record.strategy in owners
 
     def plan(
         self,
@@ -325,24 +334,60 @@ def test_two_builds_make_one_summarizer_call(store: Any) -> None:
     assert second.stats.summarized_count == covered - 1
 
 
-@pytest.mark.parametrize("make", ["hybrid", "summary"])
-def test_strategies_honour_the_checkpoint_contract(make: str) -> None:
+def make_strategy(kind: str, fake: FakeSummarizer) -> Any:
+    if kind == "hybrid":
+        return hybrid(fake)
+    if kind == "summary":
+        return Summarization(400, keep_recent=4, summarizer=fake)
+    if kind == "checkpoint":
+        return Checkpoint(fake, max_tokens=600)
+    if kind == "compactor":
+        return SummaryCompactor(fake, keep_recent_turns=4)
+    return Pipeline([PruneToolOutputs(), hybrid(fake, 600)], max_tokens=600)
+
+
+@pytest.mark.parametrize("kind", ["hybrid", "summary", "checkpoint", "compactor", "pipeline"])
+def test_strategies_honour_the_checkpoint_contract(kind: str) -> None:
     """Given prefix + messages after the checkpoint, a strategy builds the same context as
-    from the full history with the checkpoint inside it."""
+    from the full history with the checkpoint inside it, and does not summarize again."""
     fake = FakeSummarizer(SUMMARY)
-    if make == "hybrid":
-        strategy: Any = hybrid(fake)
-    else:
-        strategy = Summarization(400, keep_recent=4, summarizer=fake)
+    strategy = Recording(make_strategy(kind, fake))
     memory = ConversationMemory(strategy=strategy)
     memory.extend(chat(30))
-    memory.build_context()
+    first = memory.build_context()
+    assert first.stats.compacted
+    calls = fake.calls
+    again = memory.build_context()
+    assert fake.calls == calls
+    assert texts(again) == texts(first)
+    ckpt = memory.store.latest_checkpoint(memory.conversation_id)
+    assert ckpt is not None
+    assert len(strategy.seen[1]) == 1 + 61 - ckpt.last_covered_seq
     memory.extend(chat(2, system=None))
     ctx = memory.build_context()
     ckpt = memory.store.latest_checkpoint(memory.conversation_id)
     assert ckpt is not None
-    direct = run(strategy, memory.messages, counter=memory.counter, checkpoint=ckpt)
+    direct = run(
+        make_strategy(kind, FakeSummarizer(SUMMARY)),
+        memory.messages,
+        counter=memory.counter,
+        checkpoint=ckpt,
+    )
     assert texts(direct.messages) == texts(ctx)
+
+
+def test_a_pipeline_reuses_its_stages_checkpoints() -> None:
+    fake = FakeSummarizer(SUMMARY)
+    memory = ConversationMemory(strategy=make_strategy("pipeline", fake))
+    memory.extend(chat(30))
+    first = memory.build_context()
+    assert first.checkpoint is not None
+    assert first.checkpoint.strategy == "hybrid"  # made by the pipeline's summarizing stage
+    calls = fake.calls
+    second = memory.build_context()
+    assert fake.calls == calls
+    assert second.checkpoint is not None
+    assert second.checkpoint.id == first.checkpoint.id
 
 
 def test_new_messages_extend_the_checkpoint_later() -> None:

@@ -13,8 +13,9 @@ Three properties matter most for a long-lived conversation:
   to a turn boundary, so the window never starts inside a tool exchange). With a stored
   checkpoint, it reads only the messages after the checkpoint. Any other strategy without a
   checkpoint receives the whole history once; later builds then read only what is new.
-  A stored checkpoint is used when its ``strategy`` equals the strategy's ``name``, or when
-  the strategy has an ``accepts_checkpoint(record) -> bool`` method that says yes. In that
+  A stored checkpoint is used when its ``strategy`` equals the strategy's ``name`` (or, for a
+  :class:`~contextfold.strategies.pipeline.Pipeline`, the name of one of its stages), or
+  when the strategy has an ``accepts_checkpoint(record) -> bool`` method that says yes. In that
   case the strategy receives the prefix plus the messages after the checkpoint, not the
   covered ones: a strategy that does not find ``last_covered_id`` in its input treats
   everything after the prefix as newer than the checkpoint.
@@ -625,7 +626,7 @@ class _MemoryCore:
         accepts = getattr(self.strategy, "accepts_checkpoint", None)
         if callable(accepts):
             return bool(accepts(ckpt))
-        return ckpt.strategy == self.strategy.name
+        return ckpt.strategy in _checkpoint_owners(self.strategy)
 
     def _window_budget(self) -> int | None:
         """The token budget when only a window of the newest messages can matter."""
@@ -895,6 +896,17 @@ class _MemoryCore:
         built = yield from self.build(dry=False)
         yield from self.post_build(built)
         return built.context
+
+
+def _checkpoint_owners(strategy: Strategy) -> set[str]:
+    """Names whose checkpoints ``strategy`` builds on: its own, and a pipeline's stages'."""
+    from contextfold.strategies.pipeline import Pipeline
+
+    names = {strategy.name}
+    if isinstance(strategy, Pipeline):
+        for stage in strategy.stages:
+            names |= _checkpoint_owners(stage)
+    return names
 
 
 def _covers_all(seqs: Sequence[int], last: int) -> bool:
