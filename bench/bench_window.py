@@ -1,0 +1,223 @@
+"""Sliding-window speed: contextfold ``SlidingWindow`` vs LangChain ``trim_messages``.
+
+Both run side by side in one process on the same synthetic agent histories (system prompt,
+user turns, assistant answers, tool calls with results) of 1k, 10k, 100k and 1M messages,
+with the same budget and the same approximate counting: characters / 4 plus 3 tokens per
+message (contextfold ``ApproxCounter``; LangChain ``count_tokens_approximately``).
+
+Measured per history size:
+
+* ``first``: the first build over a freshly loaded history (no cached counts).
+* ``steady``: the median build after that, with one new message appended before each build
+  (what a chat does on every request; the new message is counted once).
+* ``trim_messages``: the median call of ``trim_messages(strategy="last", include_system=True,
+  start_on="human")``. It caches nothing, so every call costs the same. Runs whose projected
+  time passes the cap are not run and are reported as ``not run``.
+
+Run: ``python -m bench.bench_window [--tiny]``. Prints a Markdown table and writes the raw
+figures to ``bench/out/window.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from contextfold.messages import Message, ToolCallPart
+from contextfold.strategies.sliding import SlidingWindow
+from contextfold.tokens.approx import ApproxCounter
+from contextfold.turns import validate
+
+OUT = Path(__file__).resolve().parent / "out" / "window.json"
+BUDGET = 8_000
+SIZES = [1_000, 10_000, 100_000, 1_000_000]
+TINY_SIZES = [1_000, 10_000]
+TRIM_CAP_S = 60.0  # do not start a trim_messages run projected to take longer than this
+
+# A small pool of texts, reused so that a million messages fit in memory.
+_TEXTS = [
+    "Can you check the status of order {n}? It was due last week and has not arrived yet.",
+    "Sure. I looked it up: the parcel left the warehouse on Monday and is in transit now.",
+    "Please also update the delivery address to the office; the apartment is not staffed.",
+    "Done. The carrier confirmed the change; expect delivery within two working days. " * 2,
+    "What did we decide about the refund for the damaged item in the previous order?",
+    "The refund of 42.50 was approved and will show on the card within five days. " * 3,
+]
+_RESULT = '{"status": "in_transit", "eta_days": 2, "carrier": "ACME", "events": 7}' * 2
+
+
+def build_history(n: int) -> list[Message]:
+    """``n`` messages: a system prompt, then turns; every third turn makes a tool call."""
+    out: list[Message] = [Message.system("You are a careful support agent. " * 8, id="sys")]
+    t = 0
+    while len(out) < n:
+        out.append(Message.user(_TEXTS[t % 3 * 2].format(n=t), id=f"u{t}"))
+        if t % 3 == 0 and len(out) + 3 <= n:
+            call = ToolCallPart(f"c{t}", "get_order", f'{{"order_id": {t}}}')
+            out.append(Message.assistant(tool_calls=[call], id=f"c{t}"))
+            out.append(Message.tool_result(f"c{t}", _RESULT, id=f"r{t}"))
+        out.append(Message.assistant(_TEXTS[t % 3 * 2 + 1], id=f"a{t}"))
+        t += 1
+    return out[:n] if out[-1].role != "assistant" or not out[-1].tool_calls else out
+
+
+def to_langchain(history: list[Message]) -> list[Any]:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    out: list[Any] = []
+    for m in history:
+        if m.role == "system":
+            out.append(SystemMessage(m.text, id=m.id))
+        elif m.role == "user":
+            out.append(HumanMessage(m.text, id=m.id))
+        elif m.role == "tool":
+            r = m.tool_results[0]
+            out.append(ToolMessage(r.text, tool_call_id=r.call_id, id=m.id))
+        else:
+            calls = [
+                {"id": c.id, "name": c.name, "args": json.loads(c.arguments)} for c in m.tool_calls
+            ]
+            out.append(AIMessage(m.text, tool_calls=calls, id=m.id))
+    return out
+
+
+def _time(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def bench_sliding(n: int, steady_runs: int) -> dict[str, Any]:
+    history = build_history(n)
+    counter = ApproxCounter()
+    window = SlidingWindow(BUDGET)
+    gc.collect()
+    first, result = _time(lambda: window.fit(history, counter=counter))
+    validate(result.messages)
+    assert result.tokens <= BUDGET
+    times: list[float] = []
+    for k in range(steady_runs):
+        history.append(Message.user(f"one more question, number {k}", id=f"extra-u{k}"))
+        t, result = _time(lambda: window.fit(history, counter=counter))
+        times.append(t)
+        history.append(Message.assistant("an answer", id=f"extra-a{k}"))
+    return {
+        "messages": n,
+        "first_s": first,
+        "steady_s": statistics.median(times),
+        "steady_runs": steady_runs,
+        "kept": len(result.messages),
+        "tokens": result.tokens,
+    }
+
+
+def bench_trim(n: int, runs: int, projected: float | None) -> dict[str, Any]:
+    if projected is not None and projected > TRIM_CAP_S:
+        return {"messages": n, "skipped": True, "projected_s": projected}
+    from langchain_core.messages import trim_messages
+    from langchain_core.messages.utils import count_tokens_approximately
+
+    lc = to_langchain(build_history(n))
+    gc.collect()
+    times: list[float] = []
+    out: list[Any] = []
+    for _ in range(runs):
+        t, out = _time(
+            lambda: trim_messages(
+                lc,
+                max_tokens=BUDGET,
+                token_counter=count_tokens_approximately,
+                strategy="last",
+                include_system=True,
+                start_on="human",
+            )
+        )
+        times.append(t)
+    return {
+        "messages": n,
+        "skipped": False,
+        "per_call_s": statistics.median(times),
+        "runs": runs,
+        "kept": len(out),
+        "tokens": count_tokens_approximately(out),
+    }
+
+
+def fmt(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="1k and 10k messages only")
+    args = parser.parse_args(argv)
+    sizes = TINY_SIZES if args.tiny else SIZES
+    bench_sliding(500, steady_runs=3)  # warm up imports and code paths, untimed
+    rows: list[dict[str, Any]] = []
+    last_trim: tuple[int, float] | None = None
+    for n in sizes:
+        ours = bench_sliding(n, steady_runs=20 if args.tiny else 50)
+        projected = None if last_trim is None else last_trim[1] * n / last_trim[0]
+        runs = 5 if n <= 10_000 else 1
+        theirs = bench_trim(n, runs, projected)
+        if not theirs["skipped"]:
+            last_trim = (n, theirs["per_call_s"])
+        rows.append({"messages": n, "sliding": ours, "trim_messages": theirs})
+        print(f"{n} messages done", file=sys.stderr)
+
+    base = rows[0]["sliding"]["steady_s"]
+    lines = [
+        f"Budget {BUDGET} tokens, chars/4 + 3 per message for both. "
+        f"Python {platform.python_version()}.",
+        "",
+        "| messages | SlidingWindow first | SlidingWindow steady | steady vs 1k "
+        "| trim_messages per call | speed-up (steady) | kept (ours / LC) |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        s, t = row["sliding"], row["trim_messages"]
+        if t["skipped"]:
+            trim = f"not run (≈{t['projected_s']:.0f} s projected)"
+            speed = "-"
+            kept = f"{s['kept']} / -"
+        else:
+            trim = fmt(t["per_call_s"])
+            speed = f"{t['per_call_s'] / s['steady_s']:,.0f}x"
+            kept = f"{s['kept']} / {t['kept']}"
+        lines.append(
+            f"| {row['messages']:,} | {fmt(s['first_s'])} | {fmt(s['steady_s'])} "
+            f"| {s['steady_s'] / base:.2f}x | {trim} | {speed} | {kept} |"
+        )
+    table = "\n".join(lines)
+    print(table)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(
+        json.dumps(
+            {
+                "budget": BUDGET,
+                "tiny": args.tiny,
+                "python": platform.python_version(),
+                "rows": rows,
+            },
+            indent=2,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
