@@ -19,6 +19,9 @@ synthetic support-chat turns, a third of them with two parallel tool calls, of 2
 each. They are generated rather than taken from the shared data sets, so that a 100k-message
 conversation needs no copying.
 
+``--stores`` adds the large size on ``InMemoryStore``, and on Redis and PostgreSQL when
+``CONTEXTFOLD_TEST_REDIS_URL`` / ``CONTEXTFOLD_TEST_POSTGRES_URL`` point at servers.
+
 Raw figures go to ``bench/out/memory.json``; a Markdown table goes to stdout.
 """
 
@@ -27,16 +30,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from contextfold.memory import ConversationMemory
 from contextfold.messages import Message, ToolCallPart
+from contextfold.stores.memory import InMemoryStore
 from contextfold.stores.sqlite import SQLiteStore
 from contextfold.strategies.sliding import SlidingWindow
 
@@ -135,28 +141,40 @@ def as_responses_items(messages: list[Message]) -> list[dict[str, Any]]:
     return items
 
 
+class _Unclosed:
+    """A handle on a shared in-memory store whose close() keeps the data."""
+
+    def __init__(self, inner: InMemoryStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def close(self) -> None:
+        pass
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     value = fn()
     return (time.perf_counter() - start) * 1000.0, value
 
 
-def write_store(path: Path, cid: str, messages: list[Message]) -> None:
-    store = SQLiteStore(f"sqlite:///{path}")
+def fill(store: Any, cid: str, messages: list[Message]) -> None:
     for i in range(0, len(messages), 1000):
         store.append(cid, messages[i : i + 1000])
-    store.close()
 
 
-def measure_memory(path: Path, cid: str, reps: int) -> dict[str, Any]:
-    store = SQLiteStore(f"sqlite:///{path}")
+def measure_memory(open_handle: Callable[[], Any], cid: str, reps: int) -> dict[str, Any]:
+    """First build on a fresh handle, then steady-state builds after another handle appends."""
+    store = open_handle()
 
     def first() -> Any:
         memory = ConversationMemory.open(store, conversation_id=cid, strategy=SlidingWindow(BUDGET))
         return memory, memory.build_context()
 
     first_ms, (memory, ctx) = timed(first)
-    writer = SQLiteStore(f"sqlite:///{path}")
+    writer = open_handle()
     steady: list[float] = []
     for i in range(reps):
         writer.append(cid, [Message.user(f"one more question, number {i}")])
@@ -177,9 +195,25 @@ def measure_memory(path: Path, cid: str, reps: int) -> dict[str, Any]:
     count_ms, total = timed(lambda: stats.total_tokens)
     result["total_tokens"] = total
     result["first_total_tokens_ms"] = count_ms
-    writer.close()
+    if writer is not store:
+        writer.close()
     store.close()
     return result
+
+
+def other_stores() -> dict[str, Callable[[], Any]]:
+    """Redis and PostgreSQL handles when their test servers are configured."""
+    from contextfold.stores import open_store
+
+    out: dict[str, Callable[[], Any]] = {}
+    for name, var in (
+        ("redis", "CONTEXTFOLD_TEST_REDIS_URL"),
+        ("postgres", "CONTEXTFOLD_TEST_POSTGRES_URL"),
+    ):
+        url = os.environ.get(var)
+        if url:
+            out[name] = lambda url=url: open_store(url)  # type: ignore[misc]
+    return out
 
 
 def measure_session(path: Path, items: list[dict[str, Any]], reps: int) -> dict[str, Any]:
@@ -209,6 +243,12 @@ def measure_session(path: Path, items: list[dict[str, Any]], reps: int) -> dict[
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="small sizes, a few seconds")
+    parser.add_argument(
+        "--stores",
+        action="store_true",
+        help="also time the large size on InMemoryStore, and on Redis/PostgreSQL when "
+        "CONTEXTFOLD_TEST_REDIS_URL / CONTEXTFOLD_TEST_POSTGRES_URL are set",
+    )
     args = parser.parse_args(argv)
     small, large = (200, 2_000) if args.tiny else (1_000, 100_000)
     reps = 10 if args.tiny else 50
@@ -217,9 +257,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         for n in (small, large):
             messages = conversation(n)
-            db = Path(tmp) / f"memory_{n}.db"
-            write_store(db, "bench", messages)
-            report["sizes"][str(n)] = {"stored": len(messages), **measure_memory(db, "bench", reps)}
+            url = f"sqlite:///{Path(tmp) / f'memory_{n}.db'}"
+            seed = SQLiteStore(url)
+            fill(seed, "bench", messages)
+            seed.close()
+            result = measure_memory(lambda url=url: SQLiteStore(url), "bench", reps)  # type: ignore[misc]
+            report["sizes"][str(n)] = {"stored": len(messages), **result}
+        if args.stores:
+            large_msgs = conversation(large)
+            shared = InMemoryStore()
+            backends: dict[str, Callable[[], Any]] = {"memory": lambda: _Unclosed(shared)}
+            backends.update(other_stores())
+            report["stores"] = {}
+            for name, make in backends.items():
+                cid = f"bench-{uuid.uuid4().hex[:8]}"
+                handle = make()
+                fill(handle, cid, large_msgs)
+                handle.close()
+                report["stores"][name] = measure_memory(make, cid, reps)
+                cleanup = make()
+                cleanup.delete(cid)
+                cleanup.close()
         session_db = Path(tmp) / "session.db"
         large_msgs = conversation(large)
         report["sqlite_session"] = {
@@ -258,6 +316,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(
         f"first build vs get_items() on {large:,}: {report['first_build_speedup_vs_get_items']:.0f}x faster"
     )
+    if "stores" in report:
+        print(f"\nbuild_context on {large:,} messages per store (ms)\n")
+        print("| store | first build (open + build) | steady median | steady p95 |")
+        print("|---|---|---|---|")
+        for name, r in report["stores"].items():
+            print(
+                f"| {name} | {r['first_build_ms']:.2f} | {r['steady_median_ms']:.3f} | {r['steady_p95_ms']:.3f} |"
+            )
     return report
 
 
