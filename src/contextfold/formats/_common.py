@@ -19,11 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from contextfold.errors import FormatError
-from contextfold.messages import Part, TextPart, ThinkingPart
+from contextfold.messages import Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
 FORMATS = ("openai_chat", "openai_responses", "anthropic")
 
@@ -136,14 +136,6 @@ def data_url(mime: str | None, data: str) -> str:
     return f"data:{mime or DEFAULT_IMAGE_MIME};base64,{data}"
 
 
-def canonical_json(value: Any, where: str, index: int | None) -> str:
-    """Canonical JSON text of ``value``; :class:`FormatError` when it is not JSON data."""
-    try:
-        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    except (TypeError, ValueError) as exc:
-        fail(f"value is not JSON data: {exc}", index=index, field=where)
-
-
 def check_json_text(text: str, *, index: int, field: str) -> None:
     """Raise :class:`FormatError` when ``text`` is not JSON (used in strict mode)."""
     if not text.strip():
@@ -157,9 +149,12 @@ def check_json_text(text: str, *, index: int, field: str) -> None:
 class IdMaker:
     """Deterministic, unique message ids for one payload.
 
-    A provider id is used when the item has one and it is not taken yet; otherwise the id is a
-    hash of the position and the canonical JSON of the item, so loading the same payload twice
-    gives the same ids, and a message keeps its id when the conversation grows after it.
+    A provider id is used when the item has one and it is not taken yet. Otherwise the id is a
+    hash of the position, the role and the content (texts, ids, arguments ...) of the message:
+    loading the same payload twice gives the same ids, a message keeps its id when the
+    conversation grows after it, and two conversations share an id at a position only when
+    they hold the same message there. Hashing the content we already extracted, rather than
+    serializing the item, keeps loading cheap for long histories.
     """
 
     __slots__ = ("_used",)
@@ -167,22 +162,43 @@ class IdMaker:
     def __init__(self) -> None:
         self._used: set[str] = set()
 
-    def make(self, index: int | str, raw: Any, *, provider_id: Any = None) -> str:
-        """The id for the item at ``index`` whose payload is ``raw``."""
+    def make(
+        self, index: int | str, role: str, parts: Sequence[Part], *, provider_id: Any = None
+    ) -> str:
+        """The id for the message at ``index`` made of ``role`` and ``parts``."""
         if isinstance(provider_id, str) and provider_id and provider_id not in self._used:
             self._used.add(provider_id)
             return provider_id
-        where = index if isinstance(index, int) else None
-        text = f"{index}\x00{canonical_json(raw, 'id', where)}"
-        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12)
+        digest = hashlib.blake2b(f"{index}\x00{role}".encode(), digest_size=12)
+        _feed(digest, parts)
         candidate = "msg_" + digest.hexdigest()
-        n = 1
         base = candidate
+        n = 1
         while candidate in self._used:
             n += 1
             candidate = f"{base}_{n}"
         self._used.add(candidate)
         return candidate
+
+
+def _feed(digest: Any, parts: Sequence[Part]) -> None:
+    for p in parts:
+        if isinstance(p, ToolResultPart):
+            values: tuple[Any, ...] = ("r", p.call_id, p.is_error, p.name)
+            if isinstance(p.content, str):
+                values += (p.content,)
+            else:
+                _feed(digest, p.content)
+        elif isinstance(p, TextPart):
+            values = ("t", p.text)
+        elif isinstance(p, ToolCallPart):
+            values = ("c", p.id, p.name, p.arguments)
+        elif isinstance(p, ThinkingPart):
+            values = ("k", p.text, p.signature, p.data)
+        else:
+            values = ("i", p.url, p.data, p.mime, p.detail)
+        for value in values:
+            digest.update(b"\x00" + str(value).encode("utf-8", "surrogatepass"))
 
 
 # The shared empty ``extra`` of messages and parts: passing it keeps loaded objects as light as

@@ -131,7 +131,9 @@ def _load_system(system: Any, ids: IdMaker, strict: bool) -> Message:
         fail(
             f"system must be a string or a list of blocks, not {type_name(system)}", field="system"
         )
-    return Message("system", tuple(parts), id=ids.make("system", system), extra=extra or NO_EXTRA)
+    return Message(
+        "system", tuple(parts), id=ids.make("system", "system", parts), extra=extra or NO_EXTRA
+    )
 
 
 def _load_message(raw: Any, i: int, ids: IdMaker, strict: bool) -> Message:
@@ -162,7 +164,7 @@ def _load_message(raw: Any, i: int, ids: IdMaker, strict: bool) -> Message:
             field="content",
         )
     keep_unknown(raw, _K_MESSAGE, NS, extra)
-    return Message(role, tuple(parts), id=ids.make(i, raw), extra=extra or NO_EXTRA)  # type: ignore[arg-type]
+    return Message(role, tuple(parts), id=ids.make(i, role, parts), extra=extra or NO_EXTRA)  # type: ignore[arg-type]
 
 
 def _str(raw: dict[str, Any], key: str, i: int | None, where: str) -> str:

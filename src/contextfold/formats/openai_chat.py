@@ -164,7 +164,7 @@ def _load_message(raw: Any, i: int, ids: IdMaker, strict: bool) -> Message:
         else:
             known = known - {"tool_calls"}
     keep_unknown(raw, known, NS, extra)
-    msg_id = ids.make(i, raw)
+    msg_id = ids.make(i, role, parts)
     return Message(role, tuple(parts), id=msg_id, name=name, extra=extra or NO_EXTRA)  # type: ignore[arg-type]
 
 

@@ -150,14 +150,14 @@ def load(payload: Any, *, strict: bool = False) -> list[Message]:
 def _single(
     role: str, parts: list[Part], env: dict[str, Any], raw: Any, i: int, ids: IdMaker
 ) -> Message:
-    msg_id = ids.make(i, raw, provider_id=raw.get("id"))
+    msg_id = ids.make(i, role, parts, provider_id=raw.get("id"))
     return Message(role, tuple(parts), id=msg_id, extra={ITEMS: [env]})  # type: ignore[arg-type]
 
 
 def _flush(group: _Group | None, out: list[Message], ids: IdMaker) -> None:
     if group is not None:
         first = group.raws[0]
-        msg_id = ids.make(group.first, group.raws, provider_id=first.get("id"))
+        msg_id = ids.make(group.first, "assistant", group.parts, provider_id=first.get("id"))
         extra = {ITEMS: group.envelopes}
         out.append(Message("assistant", tuple(group.parts), id=msg_id, extra=extra))
 
