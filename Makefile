@@ -21,9 +21,11 @@ install: $(VENV)/.installed
 
 install-dev: $(VENV)/.installed-dev
 
-## The main job: compact a shipped example conversation, offline, on the embedded defaults.
+## The main job: compact a shipped example conversation, offline, on the embedded defaults
+## (extractive summarizer, SQLite store). A second run reuses the stored checkpoint.
 demo: $(VENV)/.installed
-	$(VENV)/bin/contextfold compact examples/support_chat.json --budget 400 --strategy checkpoint
+	$(VENV)/bin/contextfold compact examples/support_chat.json --budget 400 \
+		--store sqlite:///demo.db --conversation demo
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check src tests bench
