@@ -102,15 +102,22 @@ def validate(messages: Sequence[Message], *, allow_pending_tail: bool = False) -
     open_calls: dict[str, int] = {}
     seen: set[str] = set()
     for i, m in enumerate(messages):
-        results = m.tool_results
-        if open_calls and not results and m.role in ("user", "system", "developer"):
+        # Plain text messages are the common case: look at the parts once, build nothing.
+        results: list[ToolResultPart] | None = None
+        calls: list[ToolCallPart] | None = None
+        for part in m.parts:
+            if isinstance(part, ToolResultPart):
+                results = [part] if results is None else [*results, part]
+            elif isinstance(part, ToolCallPart):
+                calls = [part] if calls is None else [*calls, part]
+        if open_calls and results is None and m.role in ("user", "system", "developer"):
             call_id, at = next(iter(open_calls.items()))
             raise PairingError(
                 f"tool call {call_id!r} (message {at}) has no result before message {i}",
                 index=at,
                 call_id=call_id,
             )
-        for r in results:
+        for r in results or ():
             if r.call_id not in open_calls:
                 what = "answered twice" if r.call_id in seen else "has no matching call"
                 raise PairingError(
@@ -119,7 +126,7 @@ def validate(messages: Sequence[Message], *, allow_pending_tail: bool = False) -
                     call_id=r.call_id,
                 )
             del open_calls[r.call_id]
-        for c in m.tool_calls:
+        for c in calls or ():
             if c.id in open_calls:
                 raise PairingError(
                     f"duplicate tool call id {c.id!r} at message {i} (the call at message "

@@ -32,7 +32,7 @@ from contextfold.errors import BudgetError, PairingError
 from contextfold.messages import Message
 from contextfold.strategies.base import PlanGenerator, StrategyResult
 from contextfold.tokens.base import TokenCounter
-from contextfold.turns import is_turn_start, prefix_length, validate
+from contextfold.turns import prefix_length, validate
 
 __all__ = ["SlidingWindow", "WindowFit", "fit_window", "window_result"]
 
@@ -141,10 +141,19 @@ def fit_window(
             over = True
             break
         tail += cost
-        _walk(m, pending, i)
+        # Inlined _walk and is_turn_start: this loop is the whole cost of a build.
+        results_only = bool(m.parts)
+        for part in m.parts:
+            kind = part.kind
+            if kind == "tool_result":
+                pending[part.call_id] = i  # type: ignore[union-attr]
+            else:
+                results_only = False
+                if kind == "tool_call":
+                    pending.pop(part.id, None)  # type: ignore[union-attr]
         if not pending:
             best_unit, best_unit_tokens = i, tail
-            if i == floor or is_turn_start(m):
+            if i == floor or (m.role == "user" and not results_only):
                 best_turn, best_turn_tokens = i, tail
         i -= 1
 
