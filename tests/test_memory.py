@@ -757,6 +757,19 @@ def test_clear_starts_an_empty_conversation(store: Any) -> None:
     assert old.current_tokens > 0  # handed-out stats keep their figures
 
 
+def test_a_clear_elsewhere_is_noticed() -> None:
+    store = InMemoryStore()
+    memory = ConversationMemory(store=store, conversation_id="c")
+    memory.extend(chat(5))
+    memory.build_context()
+    other = ConversationMemory(store=store, conversation_id="c")
+    other.clear()
+    other.add(Message.user("a new start"))
+    ctx = memory.build_context()
+    assert texts(ctx) == ["a new start"]
+    assert ctx.stats.total_tokens == memory.counter.count_messages(other.messages)
+
+
 def test_empty_conversation_builds_an_empty_context() -> None:
     ctx = ConversationMemory().build_context()
     assert len(ctx) == 0

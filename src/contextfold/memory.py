@@ -36,7 +36,10 @@ serves the async methods (its calls then block the event loop briefly); an async
 serves only the async methods.
 
 A memory object is not safe for concurrent use by several threads or tasks. Use one per
-task; many memories (in many processes) may serve the same stored conversation.
+task; many memories (in many processes) may serve the same stored conversation. When another
+memory clears the conversation, this one notices at its next build if the log is now shorter
+than what it has seen, and starts over; a log cleared and refilled past that length is not
+detected, so clear a conversation from the memory that serves it.
 """
 
 from __future__ import annotations
@@ -702,6 +705,7 @@ class _MemoryCore:
     def build(self, *, dry: bool) -> _Core[_Built]:
         """Build (or, with ``dry``, plan) a context. See the module docstring."""
         last: int = yield _LastSeq()
+        self._check_not_shrunk(last)
         yield from self._load_prefix(last)
         stored: CheckpointRecord | None = yield _Latest()
         locked: bool | None = None  # None: not asked for yet
@@ -769,6 +773,12 @@ class _MemoryCore:
             result = _with_checkpoint(result, committed)
             break
         return self._finish(last, history, result, memory_notes, dry=dry)
+
+    def _check_not_shrunk(self, last: int) -> None:
+        """Forget the cache when the log is shorter than what was seen (cleared elsewhere)."""
+        seen = max(len(self.prefix), self.seg_end if self.seg else 0, self.total_upto)
+        if last < seen:
+            self.reset()
 
     def _sealed(
         self, record: CheckpointRecord, history: _History, stored: CheckpointRecord | None
