@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextfold.checkpoints import CheckpointRecord
-from contextfold.errors import BudgetError
+from contextfold.errors import BudgetError, PairingError
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from contextfold.strategies.base import (
     StrategyResult,
@@ -53,6 +53,7 @@ __all__ = [
     "make_summary_id",
     "message_chars",
     "prepare",
+    "prepare_from",
     "ranges_of",
     "recent_start",
     "require_fit",
@@ -73,6 +74,39 @@ def prepare(history: Sequence[Message]) -> int:
     """
     validate(history, allow_pending_tail=True)
     return prefix_length(history)
+
+
+def prepare_from(
+    history: Sequence[Message],
+    checkpoint: CheckpointRecord | None,
+    name: str,
+) -> tuple[int, int | None]:
+    """Prefix length and where the checkpoint's coverage ends (see :func:`locate_checkpoint`).
+
+    Validates the prefix and the messages after the checkpoint: those are what the context
+    and the next summary request are built from. The covered part was checked when the
+    checkpoint was made, so a steady-state build costs what follows the checkpoint, not the
+    whole history.
+
+    Raises:
+        PairingError: the checked part breaks the pairing invariant; ``index`` is the
+            position in ``history``.
+    """
+    p = prefix_length(history)
+    covered = locate_checkpoint(history, p, checkpoint, name)
+    start = p if covered is None else covered
+    validate(history[:p])
+    if start == 0:
+        validate(history, allow_pending_tail=True)
+    else:
+        try:
+            validate(history[start:], allow_pending_tail=True)
+        except PairingError as exc:
+            where = None if exc.index is None else exc.index + start
+            raise PairingError(
+                f"{exc} (message {where} of the history)", index=where, call_id=exc.call_id
+            ) from exc
+    return p, covered
 
 
 def cut_points(history: Sequence[Message], start: int) -> list[int]:
@@ -356,8 +390,13 @@ def add_usage(total: Usage, result: SummarizationResult) -> Usage:
 
 
 def make_summary_id(history: Sequence[Message], start: int, end: int, salt: str) -> str:
-    """A deterministic id for a summary covering ``history[start:end]``."""
-    return summary_id(history[start:end], salt)
+    """A deterministic id for a summary covering ``history[start:end]``.
+
+    Derived from the span's ends and length rather than every id in it, so it costs the
+    same for a span of ten messages or a million.
+    """
+    ends = (history[start], history[end - 1]) if end > start else ()
+    return summary_id(ends, f"{salt}:{end - start}")
 
 
 def build_result(

@@ -42,10 +42,9 @@ from contextfold.strategies._common import (
     check_summary,
     cut_points,
     deadline_from,
-    locate_checkpoint,
     make_summary_id,
     message_chars,
-    prepare,
+    prepare_from,
     summary_message_tokens,
 )
 from contextfold.strategies.base import (
@@ -64,7 +63,7 @@ from contextfold.summarizers.base import (
     Usage,
 )
 from contextfold.tokens.base import TokenCounter
-from contextfold.turns import group_turns
+from contextfold.turns import is_turn_start
 
 __all__ = ["COMPACTOR_PLACEMENT", "SummaryCompactor"]
 
@@ -208,11 +207,10 @@ class SummaryCompactor:
     ) -> PlanGenerator:
         history = messages
         n = len(history)
-        p = prepare(history)
-        cuts = cut_points(history, p)
         name = self.name
         placement = self.placement
-        covered = locate_checkpoint(history, p, checkpoint, name)
+        p, covered = prepare_from(history, checkpoint, name)
+        cuts = cut_points(history, p if covered is None else covered)
         prior = checkpoint if covered is not None else None
         base_from = covered if covered is not None else p
         prior_text = prior.summary.strip() if prior is not None else None
@@ -475,7 +473,7 @@ class _Ctx:
 
 def _turn_starts(history: Sequence[Message], base_from: int) -> list[int]:
     """Start indices of the turns at or after ``base_from`` (``base_from`` counts as one)."""
-    starts = [t.start for t in group_turns(history) if t.start > base_from]
+    starts = [i for i in range(base_from + 1, len(history)) if is_turn_start(history[i])]
     return [base_from, *starts] if base_from < len(history) else starts
 
 

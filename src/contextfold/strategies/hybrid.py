@@ -30,9 +30,8 @@ from contextfold.strategies._common import (
     check_summary,
     cut_points,
     deadline_from,
-    locate_checkpoint,
     make_summary_id,
-    prepare,
+    prepare_from,
     recent_start,
     require_fit,
     summary_message_tokens,
@@ -134,24 +133,27 @@ class Hybrid:
         """
         history = messages
         n = len(history)
-        p = prepare(history)
-        cuts = cut_points(history, p)
-        require_fit(history, p, cuts, counter, self.max_tokens)
         name = self.name
         placement = self.placement
-        covered = locate_checkpoint(history, p, checkpoint, name)
+        p, covered = prepare_from(history, checkpoint, name)
+        cuts = cut_points(history, p if covered is None else covered)
+        require_fit(history, p, cuts, counter, self.max_tokens)
         prior = checkpoint if covered is not None else None
         covered_end = covered if covered is not None else p
         running = prior.summary.strip() if prior is not None else None
         salt = name + (prior.id if prior is not None else "")
 
-        def view_tokens(summary: str | None, end: int) -> int:
-            fixed = counter.count_messages(history[:p]) + counter.count_messages(history[end:])
-            if summary is not None:
-                fixed += summary_message_tokens(summary, placement, counter)
-            return fixed
+        prefix_tokens = counter.count_messages(history[:p])
+        # Tokens of ``history[covered_end:]``, kept up to date as chunks are folded.
+        tail_tokens = counter.count_messages(history[covered_end:])
 
-        before = view_tokens(running, covered_end)
+        def view_tokens(summary: str | None) -> int:
+            total = prefix_tokens + tail_tokens
+            if summary is not None:
+                total += summary_message_tokens(summary, placement, counter)
+            return total
+
+        before = view_tokens(running)
         if before <= self.max_tokens:
             view = assemble(
                 history,
@@ -197,7 +199,7 @@ class Hybrid:
         if self.guard.tripped and limit > covered_end:
             fallback = self.guard.describe()
         while fallback is None and covered_end < limit and chunks < self.max_chunks:
-            if view_tokens(running, covered_end) <= self.max_tokens:
+            if view_tokens(running) <= self.max_tokens:
                 break
             end = _chunk_end(cuts, covered_end + self.chunk_size, limit)
             chunk = tuple(history[covered_end:end])
@@ -209,7 +211,8 @@ class Hybrid:
                 max_output_tokens=max_output,
                 deadline=deadline,
             )
-            replaced = counter.count_messages(chunk)
+            chunk_tokens = counter.count_messages(chunk)
+            replaced = chunk_tokens
             if running is not None:
                 replaced += summary_message_tokens(running, placement, counter)
             result = yield SummaryCall(self.summarizer, request)
@@ -230,6 +233,7 @@ class Hybrid:
                 break
             running = result.text.strip()
             covered_end = end
+            tail_tokens -= chunk_tokens
             chunks += 1
             last_model = result.model or last_model
             last_details = dict(result.details)

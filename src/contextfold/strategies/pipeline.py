@@ -24,7 +24,7 @@ from contextfold.strategies._common import (
     cut_points,
     locate_checkpoint,
     make_summary_id,
-    prepare,
+    prepare_from,
     ranges_of,
     require_fit,
 )
@@ -91,8 +91,9 @@ class Pipeline:
         """
         history = messages
         n = len(history)
-        p = prepare(history)
-        require_fit(history, p, cut_points(history, p), counter, self.max_tokens)
+        p, covered = prepare_from(history, checkpoint, checkpoint.strategy if checkpoint else "")
+        start = p if covered is None else covered
+        require_fit(history, p, cut_points(history, start), counter, self.max_tokens)
 
         owner: Strategy | None = None
         if checkpoint is not None:

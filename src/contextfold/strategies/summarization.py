@@ -30,9 +30,8 @@ from contextfold.strategies._common import (
     check_summary,
     cut_points,
     deadline_from,
-    locate_checkpoint,
     make_summary_id,
-    prepare,
+    prepare_from,
     recent_start,
     require_fit,
     summary_message_tokens,
@@ -122,12 +121,11 @@ class Summarization:
         """
         history = messages
         n = len(history)
-        p = prepare(history)
-        cuts = cut_points(history, p)
-        require_fit(history, p, cuts, counter, self.max_tokens)
         name = self.name
         placement = self.placement
-        covered = locate_checkpoint(history, p, checkpoint, name)
+        p, covered = prepare_from(history, checkpoint, name)
+        cuts = cut_points(history, p if covered is None else covered)
+        require_fit(history, p, cuts, counter, self.max_tokens)
         prior = checkpoint if covered is not None else None
         base_from = covered if covered is not None else p
         prior_text = prior.summary.strip() if prior is not None else None
