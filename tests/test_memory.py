@@ -671,6 +671,8 @@ def test_windowed_reads_build_what_the_full_history_builds(
         ctx = reader.build_context()
         assert ids(ctx) == ids(expected.messages)
         assert ctx.stats.dropped_count == expected.dropped_count
+        assert ctx.stats.context_message_count + ctx.stats.dropped_count == len(full)
+        assert ctx.stats.current_tokens == expected.tokens <= budget
         assert ctx.stats.total_tokens == reader.counter.count_messages(full)
 
 
