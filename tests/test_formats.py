@@ -441,6 +441,59 @@ def test_responses_items_round_trip_and_group_model_output() -> None:
     _check_pairing(anthropic.load(body))
 
 
+def test_responses_rarer_items_and_parts_round_trip() -> None:
+    items = [
+        {
+            "type": "message",
+            "role": "user",
+            "status": "completed",
+            "content": [
+                {
+                    "type": "input_image",
+                    "image_url": "data:image/png;base64,iVBO",
+                    "detail": "auto",
+                },
+                {"type": "input_image", "file_id": "file_1", "detail": "low"},
+                {"type": "input_image", "image_url": "https://x.test/i.png"},
+                {"type": "input_file", "file_id": "file_2"},
+                {"type": "output_text", "text": "quoted model text"},
+            ],
+        },
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "plan"}],
+            "content": [{"type": "reasoning_text", "text": "raw"}],
+            "encrypted_content": None,
+        },
+        {"type": "message", "role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]},
+        {"type": "custom_tool_call", "call_id": "cc", "name": "patch", "input": "*** Begin"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+        {"type": "custom_tool_call_output", "call_id": "cc", "output": "applied"},
+        {"type": "reasoning", "id": "rs_2", "summary": []},
+    ]
+    messages = openai_responses.load(items)
+    assert openai_responses.dump(messages) == items
+    images = [p for p in messages[0].parts if isinstance(p, ImagePart)]
+    assert [(i.mime, i.data, i.url) for i in images] == [
+        ("image/png", "iVBO", None),
+        (None, None, None),
+        (None, None, "https://x.test/i.png"),
+    ]
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
+    call = messages[1].tool_calls[0]
+    assert (call.id, call.name, call.arguments) == ("cc", "patch", "*** Begin")
+    _check_pairing(messages)
+    # In another format only what it can carry remains.
+    chat = openai_chat.dump(messages)
+    assert chat[0]["content"][:2] == [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO", "detail": "auto"}},
+        {"type": "image_url", "image_url": {"url": "https://x.test/i.png"}},
+    ]
+    assert chat[1]["content"] == "no"
+    assert chat[2] == {"role": "tool", "tool_call_id": "cc", "content": "applied"}
+
+
 def test_edited_responses_message_falls_back_to_conversion() -> None:
     items = [
         {"type": "function_call", "id": "fc_1", "call_id": "c", "name": "f", "arguments": "{}"},

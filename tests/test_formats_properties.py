@@ -240,7 +240,9 @@ def test_chat_round_trips_and_converts(payload: list[dict[str, Any]]) -> None:
     assert openai_chat.dump(messages) == payload
     assert [m.id for m in openai_chat.load(payload)] == [m.id for m in messages]
     for name in ("anthropic", "openai_responses"):
-        converted = formats.load(formats.dump(messages, name), name)
+        dumped = formats.dump(messages, name)
+        assert formats.dump(formats.load(dumped, name), name) == dumped
+        converted = formats.load(dumped, name)
         turns.validate(converted)
         assert _call_ids(converted) == _call_ids(messages)
         back = openai_chat.load(openai_chat.dump(converted))
@@ -255,7 +257,9 @@ def test_anthropic_round_trips_and_converts(body: dict[str, Any]) -> None:
     assert anthropic.dump(messages) == body
     turns.validate(messages)
     for name in ("openai_chat", "openai_responses"):
-        converted = formats.load(formats.dump(messages, name), name)
+        dumped = formats.dump(messages, name)
+        assert formats.dump(formats.load(dumped, name), name) == dumped
+        converted = formats.load(dumped, name)
         turns.validate(converted)
         assert _call_ids(converted) == _call_ids(messages)
         inputs = {c.id: c.parsed_arguments() for m in messages for c in m.tool_calls}
