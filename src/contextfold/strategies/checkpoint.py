@@ -87,7 +87,8 @@ CHECKPOINT_PLACEMENT = SummaryPlacement(
     ),
 )
 
-_SPLIT_JOIN = "\n\n---\n\nContext of the current turn (its first part was condensed):\n\n"
+_TURN_HEADER = "Context of the current turn (its first part was condensed):"
+_SPLIT_JOIN = f"\n\n---\n\n{_TURN_HEADER}\n\n"
 _MIN_OUTPUT = 64
 
 
@@ -336,7 +337,9 @@ class Checkpoint:
         if self.max_output_tokens is not None:
             cap = min(cap, self.max_output_tokens)
         main_cap, turn_cap = cap, 0
-        if split:
+        if split and turn_start == base_from:
+            turn_cap = cap  # the whole span is the first part of the newest turn
+        elif split:
             turn_cap = max(_MIN_OUTPUT // 2, cap // 3)
             main_cap = max(_MIN_OUTPUT // 2, cap - turn_cap)
 
@@ -402,9 +405,12 @@ class Checkpoint:
         files_modified |= m_new
         files_read -= files_modified
 
-        text = main_text or "(no earlier history)"
-        if turn_text is not None:
-            text = f"{text}{_SPLIT_JOIN}{turn_text}"
+        if turn_text is None:
+            text = main_text or ""
+        elif main_text:
+            text = f"{main_text}{_SPLIT_JOIN}{turn_text}"
+        else:
+            text = f"{_TURN_HEADER}\n\n{turn_text}"
         text = _with_file_lists(text, files_read, files_modified)
 
         replaced = counter.count_messages(history[base_from:k])

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +109,8 @@ _PATH_RE = re.compile(
     r"txt|cfg|ini|rs|go|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|sh|sql|html|css|scss|lock|"
     r"dart|lua|vue|svelte|xml|csv|env|proto)\b"
 )
+_EXT_HINT_RE = re.compile(r"\w\.[a-z]{1,6}\b")
+_IDENT_HINT_RE = re.compile(r"[`_]|[a-z][A-Z]|\w\.\w+\(")
 _URL_RE = re.compile(r"https?://\S+")
 _WORD_RE = re.compile(r"[^\s]+")
 _SENTENCE_END = frozenset(".!?;:")
@@ -143,6 +145,14 @@ _DATE_RE = re.compile(
     rf"|(?:{_MONTHS}),? \d{{4}}"
     r"|\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2})?)\b"
 )
+_TITLE_RE = re.compile(
+    r"(?:[A-Z][\w'\u2019.-]*|\d+)(?:[ \t]+(?:(?:of|and|the|with|a|an|in|on|for|to|from|at|by|"
+    r"&)[ \t]+)*(?:[A-Z][\w'\u2019.-]*|\d+))+"
+)
+_WEAK_SUFFIXES = ("ly", "ful", "ous", "ive", "ed", "able", "ible")
+_DIGIT_RE = re.compile(r"\d")
+_UPPER_RE = re.compile(r"[A-Z]")
+_ALNUM_RE = re.compile(r"[^\W_]")
 _TIME_RE = re.compile(r"^\d{1,2}:\d{2}$")
 _MONTH_WORDS = frozenset(m.lower() for m in _MONTHS.split("|"))
 _PENDING_RE = re.compile(
@@ -368,6 +378,18 @@ def _cost(it: _Item, groups: set[tuple[int, str]]) -> int:
     return cost
 
 
+def _subphrases(plain: str, max_words: int = 8) -> set[str]:
+    """Every run of up to ``max_words`` consecutive words of ``plain``."""
+    words = plain.split()
+    out: set[str] = set()
+    for a in range(len(words)):
+        key = ""
+        for b in range(a, min(len(words), a + max_words)):
+            key = f"{key} {words[b]}" if key else words[b]
+            out.add(key)
+    return out
+
+
 def _greedy(
     ranked: Sequence[_Item], chosen: list[_Item], seen: set[str], room: float
 ) -> list[_Item]:
@@ -375,23 +397,25 @@ def _greedy(
     out = list(chosen)
     groups = {(it.section, it.group) for it in out if it.group}
     used = float(sum(len(it.text) + 3 for it in out)) + sum(len(g) + 4 for _, g in groups)
-    texts: dict[int, str] = {}
+    covered: dict[int, set[str]] = {}
     for it in out:
-        texts[it.section] = texts.get(it.section, " ") + _plain(it.text) + " | "
+        covered.setdefault(it.section, set()).update(_subphrases(_plain(it.text)))
     for it in ranked:
+        if room - used < 6:
+            break
         if it.key in seen:
             continue
         cost = _cost(it, groups)
         if used + cost > room:
             continue
-        low = _plain(it.text)
-        if f" {low} " in texts.get(it.section, ""):
-            seen.add(it.key)
-            continue
         seen.add(it.key)
+        low = _plain(it.text)
+        section_cover = covered.setdefault(it.section, set())
+        if low in section_cover:
+            continue
         out.append(it)
         used += cost
-        texts[it.section] = texts.get(it.section, " ") + low + " | "
+        section_cover.update(_subphrases(low))
         if it.group:
             groups.add((it.section, it.group))
     return out
@@ -424,14 +448,14 @@ def _collect(messages: Sequence[Message], read: set[str], modified: set[str]) ->
     for rank, i in enumerate(user_idx):
         own = texts[i][0].strip()
         is_correction = rank > 0 and bool(_CORRECTION_RE.match(own))
-        is_request = bool(_REQUEST_RE.search(own))
+        is_request = bool(_REQUEST_RE.search(own[:400]))
         if not (is_correction or is_request or rank == 0):
             continue
         limit = _VERBATIM_LIMIT if (is_correction or rank == 0) else _LINE_LIMIT
         text = _first_sentences(own, limit)
         # Salience per character, comparable with the other sections: the opening request
         # and corrections matter most; later requests a little more than earlier ones.
-        technical = bool(_PATH_RE.search(own) or _IDENT_RE.search(own))
+        technical = "/" in own or bool(_IDENT_HINT_RE.search(own))
         density = 0.35 if technical else 0.12
         if rank == 0:
             density += 0.15
@@ -456,7 +480,7 @@ def _collect(messages: Sequence[Message], read: set[str], modified: set[str]) ->
     first_seen: dict[str, int] = {}
     for i, (own, tool) in enumerate(texts):
         for source in (own, tool, _call_text(messages[i])):
-            if not source or ("/" not in source and "." not in source):
+            if not source or ("/" not in source and not _EXT_HINT_RE.search(source)):
                 continue
             stripped = _URL_RE.sub(" ", source) if "://" in source else source
             for path in _PATH_RE.findall(stripped):
@@ -513,7 +537,7 @@ def _collect(messages: Sequence[Message], read: set[str], modified: set[str]) ->
     idents: Counter[str] = Counter()
     ident_first: dict[str, int] = {}
     for i, (own, _) in enumerate(texts):
-        if not own or not any(ch in own for ch in "`_."):
+        if not own or not _IDENT_HINT_RE.search(own):
             continue
         for match in _IDENT_RE.finditer(own):
             ident = next(g for g in match.groups() if g)
@@ -552,33 +576,7 @@ def _command_of(call: ToolCallPart) -> str | None:
     return cmd if isinstance(cmd, str) and cmd.strip() else None
 
 
-def _runs(text: str) -> Iterable[list[tuple[str, bool]]]:
-    """Runs of content words (``(word, capitalized_mid_sentence)``), split at filler."""
-    run: list[tuple[str, bool]] = []
-    sentence_start = True
-    for raw in text.split():
-        word = raw.strip(_STRIP)
-        ends = raw[-1] in _SENTENCE_END
-        low = word.lower()
-        stop = low in _STOPWORDS or low.replace("\u2019", "'") in _STOPWORDS
-        if stop and word[:1].isupper() and low in _MONTH_WORDS:
-            stop = False
-        if not word or stop:
-            if run:
-                yield run
-                run = []
-            sentence_start = ends or (sentence_start and not word)
-            continue
-        if not any(ch.isalnum() for ch in word):
-            continue
-        run.append((word, word[0].isupper() and not sentence_start))
-        sentence_start = False
-        if ends or raw[-1] in ",)":
-            yield run
-            run = []
-            sentence_start = ends
-    if run:
-        yield run
+_CLAUSE_RE = re.compile(r"[.!?;:,()\"\u201c\u201d]+(?:\s+|$)|\n+|\s[-\u2013\u2014]+\s")
 
 
 @dataclass(slots=True)
@@ -586,8 +584,8 @@ class _Phrase:
     text: str
     first: int
     weight: float
-    count: int = 0
-    speakers: Counter[str] | None = None
+    count: int
+    speaker: str  # who said it first
 
 
 def _key_phrases(
@@ -608,61 +606,117 @@ def _key_phrases(
     weights: dict[str, float] = {}
 
     def weight(word: str, cap: bool) -> float:
+        """The weight of a word (cached per lowercase form), plus a bonus for a name."""
         low = word.lower()
         w = weights.get(low)
         if w is None:
             w = 1.0
             if _TIME_RE.match(word):
                 w = 0.3  # clock times are rarely what a later question needs
-            elif any(ch.isdigit() for ch in word):
+            elif _DIGIT_RE.search(word):
                 w += 2.0
             elif len(word) <= 2:
                 w *= 0.3
             if low in _COMMON:
                 w *= 0.35
+            elif low.endswith(_WEAK_SUFFIXES):
+                w *= 0.6  # adverbs, adjectives and past tenses rarely name a fact
             if df.get(low, 0) > generic:
                 w *= 0.5
             weights[low] = w
         return w + (1.5 if cap else 0.0)
 
     phrases: dict[str, _Phrase] = {}
+
+    def add(key: str, text: str, i: int, w: float, speaker: str) -> None:
+        ph = phrases.get(key)
+        if ph is None:
+            phrases[key] = _Phrase(text, i, w, 1, speaker)
+        else:
+            ph.count += 1
+
     for i, (own, _) in enumerate(texts):
         if not own:
             continue
         m = messages[i]
         speaker = m.name or m.role
-        if any(ch.isdigit() for ch in own):
+        if _DIGIT_RE.search(own):
             for date in _DATE_RE.findall(own):
-                key = date.lower()
-                ph = phrases.get(key)
-                if ph is None:
-                    ph = phrases[key] = _Phrase(date, i, 6.0, 0, Counter())
-                ph.count += 1
-                if ph.speakers is not None:
-                    ph.speakers[speaker] += 1
-        for run in _runs(own):
-            ws = [weight(w, cap) for w, cap in run]
-            length = len(run)
-            for a in range(length):
-                acc = 0.0
-                for b in range(a, min(length, a + 3)):
-                    acc += ws[b]
-                    key = " ".join(w for w, _ in run[a : b + 1]).lower()
-                    ph = phrases.get(key)
-                    if ph is None:
-                        text = " ".join(w for w, _ in run[a : b + 1])
-                        ph = phrases[key] = _Phrase(text, i, acc, 0, Counter())
-                    ph.count += 1
-                    if ph.speakers is not None:
-                        ph.speakers[speaker] += 1
+                add(date.lower(), date, i, 6.0, speaker)
+        if _UPPER_RE.search(own, 1):
+            for title in _TITLE_RE.findall(own):
+                title = title.rstrip(".'\u2019-")
+                caps = sum(1 for w in title.split() if w[:1].isupper())
+                if caps < 2 or title.count(" ") > 8:
+                    continue
+                add(title.lower(), title, i, 1.6 * caps + 1.0, speaker)
+        for clause in _CLAUSE_RE.split(own):
+            if not clause:
+                continue
+            words = [w.strip(_STRIP) for w in clause.split()]
+            lows = [w.lower() for w in words]
+            run_w: list[str] = []
+            run_l: list[str] = []
+            run_s: list[float] = []
+            for j, low in enumerate(lows):
+                word = words[j]
+                if low in _STOPWORDS:
+                    # A capitalized filler word mid-clause is part of a name ("Under
+                    # Armour"); at the start of a clause it is just capitalized.
+                    keep = (
+                        word[0].isupper()
+                        and (j > 0 or low in _MONTH_WORDS)
+                        and not (word[0] == "I" and (len(word) == 1 or word[1] in "'\u2019"))
+                    )
+                    if not keep:
+                        if run_w:
+                            _ngrams(phrases, run_w, run_l, run_s, i, speaker)
+                            run_w, run_l, run_s = [], [], []
+                        continue
+                elif not word or not (word.isalnum() or _ALNUM_RE.search(word)):
+                    continue
+                w = weights.get(low)
+                if w is None:
+                    w = weight(word, False)
+                run_w.append(word)
+                run_l.append(low)
+                run_s.append(w + 1.5 if j and word[0].isupper() else w)
+            if run_w:
+                _ngrams(phrases, run_w, run_l, run_s, i, speaker)
     out: list[_Item] = []
     for key, ph in phrases.items():
-        speakers = ph.speakers or Counter()
-        speaker = min(speakers.items(), key=lambda kv: (-kv[1], kv[0]))[0] if speakers else ""
-        words = ph.text.count(" ") + 1
-        score = ph.weight * (1.0 + 0.5 * math.log(ph.count)) * (1.0 + 0.25 * (words - 1))
-        out.append(_Item(_CONTEXT, ph.text, score, ph.first, "kp:" + key, group=speaker))
+        n_words = ph.text.count(" ") + 1
+        score = ph.weight * (1.0 + 0.8 * math.log(ph.count)) * (1.0 + 0.5 * (n_words - 1))
+        out.append(_Item(_CONTEXT, ph.text, score, ph.first, "kp:" + key, group=ph.speaker))
     return out
+
+
+def _ngrams(
+    phrases: dict[str, _Phrase],
+    words: list[str],
+    lows: list[str],
+    weights: list[float],
+    i: int,
+    speaker: str,
+) -> None:
+    """Count every 1-3 word phrase of one run of content words."""
+    length = len(words)
+    for a in range(length):
+        key = lows[a]
+        acc = weights[a]
+        ph = phrases.get(key)
+        if ph is None:
+            phrases[key] = _Phrase(words[a], i, acc, 1, speaker)
+        else:
+            ph.count += 1
+        for b in range(a + 1, min(length, a + 3)):
+            key = f"{key} {lows[b]}"
+            acc += weights[b]
+            ph = phrases.get(key)
+            if ph is None:
+                phrases[key] = _Phrase(" ".join(words[a : b + 1]), i, acc, 1, speaker)
+            else:
+                ph.count += 1
 
 
 def _merge_previous(items: list[_Item], previous: str) -> list[_Item]:
@@ -685,20 +739,17 @@ def _merge_previous(items: list[_Item], previous: str) -> list[_Item]:
 
 
 def _drop_contained(chosen: list[_Item]) -> list[_Item]:
-    """Drop an item whose words appear, whole, inside a longer chosen item of its section."""
-    by_section: dict[int, list[_Item]] = {}
-    for it in chosen:
-        by_section.setdefault(it.section, []).append(it)
+    """Drop a short item whose words appear, whole, inside a longer chosen item of its
+    section (a phrase chosen before the longer phrase that contains it)."""
+    covered: dict[int, set[str]] = {}
     keep: list[_Item] = []
-    for section_items in by_section.values():
-        longest = sorted(section_items, key=lambda it: (-len(it.text), it.key))
-        joined = " "
-        for it in longest:
-            low = f" {_plain(it.text)} "
-            if len(low) < 42 and low in joined:
-                continue
-            joined += _plain(it.text) + " | "
-            keep.append(it)
+    for it in sorted(chosen, key=lambda it: (-len(it.text), it.key)):
+        low = _plain(it.text)
+        section_cover = covered.setdefault(it.section, set())
+        if len(low) < 40 and low in section_cover:
+            continue
+        section_cover.update(_subphrases(low))
+        keep.append(it)
     return keep
 
 
