@@ -48,9 +48,8 @@ from contextfold.strategies._common import (
     cut_points,
     deadline_from,
     fit_tail,
-    locate_checkpoint,
     make_summary_id,
-    prepare,
+    prepare_from,
     require_fit,
     summary_message_tokens,
     trim_view,
@@ -231,12 +230,13 @@ class Checkpoint:
         """
         history = messages
         n = len(history)
-        p = prepare(history)
-        cuts = cut_points(history, p)
-        require_fit(history, p, cuts, counter, self.max_tokens)
         name = self.name
         placement = self.placement
-        covered = locate_checkpoint(history, p, checkpoint, name)
+        # Only the prefix and what follows the checkpoint are validated and cut: the covered
+        # part was checked when the checkpoint was made.
+        p, covered = prepare_from(history, checkpoint, name)
+        cuts = cut_points(history, p if covered is None else covered)
+        require_fit(history, p, cuts, counter, self.max_tokens)
         prior = checkpoint if covered is not None else None
         base_from = covered if covered is not None else p
         prior_text = prior.summary.strip() if prior is not None else None

@@ -316,6 +316,10 @@ class ExtractiveSummarizer:
         items = _collect(messages, read, modified)
         if request.previous_summary and request.previous_summary.strip():
             items = _merge_previous(items, request.previous_summary)
+        if not items:
+            return SummarizationResult.failure(
+                "nothing to summarize: the span has no text", "empty", model=self.model
+            )
         text = self._render_within(items, budget)
         details: dict[str, Any] = {
             "files_read": sorted(read),
