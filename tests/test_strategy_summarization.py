@@ -426,3 +426,21 @@ def test_hybrid_tool_heavy_parallel_calls_stay_paired() -> None:
     )
     check_invariants(history, before, result, counter=TEN, max_tokens=120)
     assert result.is_summarized
+
+
+def test_tail_after_a_user_summary_uses_units_and_after_a_system_summary_whole_turns() -> None:
+    history = chat(4, tools=True)  # s, then u/a/t/b per turn
+    fake = FakeSummarizer("S")
+    user = run(Summarization(70, keep_recent=6, summarizer=fake), history, counter=TEN)
+    # room for 50 tokens of tail: b2 (an answer) fits beside the last turn
+    assert ids(user)[2:] == ["b2", "u3", "a3", "t3", "b3"]
+    assert user.messages[1].role == "user"
+    assert user.tokens == 70
+    system = SummaryPlacement(role="system")
+    sys_result = run(
+        Summarization(70, keep_recent=6, summarizer=fake, placement=system),
+        history,
+        counter=TEN,
+    )
+    assert ids(sys_result)[2:] == ["u3", "a3", "t3", "b3"]  # first non-system: a user message
+    assert sys_result.messages[1].role == "system"

@@ -180,7 +180,8 @@ def assemble(
     """``prefix + [summary] + history[tail_start:]`` with ``tail_start >= tail_from``.
 
     The tail is trimmed by ``sliding.fit_window`` until the whole fits ``max_tokens``: by
-    whole turns (the sliding window) without a summary, by whole units after one. Returns
+    whole turns (the sliding window) without a summary, by whole units after a user-role
+    one. Returns
     None when even the newest unit does not fit next to the prefix and the summary. With
     ``max_tokens=None`` nothing is trimmed.
     """
@@ -199,9 +200,11 @@ def assemble(
                 counter,
                 min_start=tail_from,
                 reserved=reserved,
-                # After a summary (a user message) the tail may start on any unit, which
-                # uses the budget fully; without one, keep the sliding window's whole turns.
-                whole_turns=summary is None,
+                # After a user-role summary the tail may start on any unit (an assistant
+                # message then follows the summary), which uses the budget fully. Without
+                # one, or after a system-role summary, keep the sliding window's whole turns
+                # so the first message after the prefix stays a user message.
+                whole_turns=summary is None or placement.role != "user",
                 check_pairing=False,
             )
         except BudgetError:
