@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -882,6 +885,67 @@ def test_two_servers_compact_a_span_once(tmp_path: Path) -> None:
     assert len(store_b.checkpoints("shared")) == 1
     store_a.close()
     store_b.close()
+
+
+RACER = """
+import json, sys, time
+sys.path.insert(0, {tests!r})
+from test_memory import SUMMARY, hybrid
+from contextfold.memory import ConversationMemory
+from contextfold.stores.sqlite import SQLiteStore
+from contextfold.testing import FakeSummarizer
+
+def slow(request):
+    time.sleep(0.3)
+    return SUMMARY
+
+fake = FakeSummarizer(slow)
+store = SQLiteStore({url!r})
+memory = ConversationMemory.open(store, conversation_id="race", strategy=hybrid(fake))
+print("ready", flush=True)
+sys.stdin.readline()
+ctx = memory.build_context()
+print(json.dumps({{"calls": fake.calls, "compacted": ctx.stats.compacted,
+                  "checkpoint": ctx.stats.checkpoint_id, "fallback": ctx.stats.fallback}}))
+store.close()
+"""
+
+
+def test_two_processes_racing_make_one_checkpoint(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    setup = SQLiteStore(url)
+    setup.append("race", chat(30))
+    code = RACER.format(tests=str(Path(__file__).parent), url=url)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    for p in procs:
+        assert p.stdout is not None
+        assert p.stdout.readline().strip() == "ready"
+    for p in procs:  # release both at once
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    chain = setup.checkpoints("race")
+    setup.close()
+    assert len(chain) == 1
+    winners = [o for o in outs if o["compacted"]]
+    assert len(winners) == 1
+    loser = next(o for o in outs if not o["compacted"])
+    assert loser["calls"] == 0  # never paid for the span the winner summarized
+    assert winners[0]["checkpoint"] == chain[0].id
 
 
 # -- store shapes, URLs and closing ------------------------------------------------------------
