@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Python {platform.python_version()}.",
         "",
         "| messages | SlidingWindow first | SlidingWindow steady | steady vs 1k "
-        "| trim_messages per call | speed-up (steady) | kept (ours / LC) |",
+        "| trim_messages per call | speed-up (steady) | tokens sent (ours / LC) |",
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
@@ -204,11 +204,11 @@ def main(argv: list[str] | None = None) -> int:
         if t["skipped"]:
             trim = f"not run (≈{t['projected_s']:.0f} s projected)"
             speed = "-"
-            kept = f"{s['kept']} / -"
+            kept = f"{s['tokens']:,} / -"
         else:
             trim = fmt(t["per_call_s"])
             speed = f"{t['per_call_s'] / s['steady_s']:,.0f}x"
-            kept = f"{s['kept']} / {t['kept']}"
+            kept = f"{s['tokens']:,} / {t['tokens']:,}"
         lines.append(
             f"| {row['messages']:,} | {fmt(s['first_s'])} | {fmt(s['steady_s'])} "
             f"| {s['steady_s'] / base:.2f}x | {trim} | {speed} | {kept} |"
