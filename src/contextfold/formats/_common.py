@@ -169,8 +169,10 @@ class IdMaker:
         if isinstance(provider_id, str) and provider_id and provider_id not in self._used:
             self._used.add(provider_id)
             return provider_id
-        digest = hashlib.blake2b(f"{index}\x00{role}".encode(), digest_size=12)
-        _feed(digest, parts)
+        fields: list[str] = [str(index), role]
+        _collect(parts, fields)
+        text = "\x00".join(fields).encode("utf-8", "surrogatepass")
+        digest = hashlib.blake2b(text, digest_size=12)
         candidate = "msg_" + digest.hexdigest()
         base = candidate
         n = 1
@@ -181,24 +183,22 @@ class IdMaker:
         return candidate
 
 
-def _feed(digest: Any, parts: Sequence[Part]) -> None:
+def _collect(parts: Sequence[Part], fields: list[str]) -> None:
     for p in parts:
-        if isinstance(p, ToolResultPart):
-            values: tuple[Any, ...] = ("r", p.call_id, p.is_error, p.name)
-            if isinstance(p.content, str):
-                values += (p.content,)
-            else:
-                _feed(digest, p.content)
-        elif isinstance(p, TextPart):
-            values = ("t", p.text)
+        if isinstance(p, TextPart):
+            fields += ("t", p.text)
         elif isinstance(p, ToolCallPart):
-            values = ("c", p.id, p.name, p.arguments)
+            fields += ("c", p.id, p.name, p.arguments)
+        elif isinstance(p, ToolResultPart):
+            fields += ("r", p.call_id, str(p.is_error), str(p.name))
+            if isinstance(p.content, str):
+                fields.append(p.content)
+            else:
+                _collect(p.content, fields)
         elif isinstance(p, ThinkingPart):
-            values = ("k", p.text, p.signature, p.data)
+            fields += ("k", p.text, str(p.signature), str(p.data))
         else:
-            values = ("i", p.url, p.data, p.mime, p.detail)
-        for value in values:
-            digest.update(b"\x00" + str(value).encode("utf-8", "surrogatepass"))
+            fields += ("i", str(p.url), str(p.data), str(p.mime), str(p.detail))
 
 
 # The shared empty ``extra`` of messages and parts: passing it keeps loaded objects as light as
