@@ -70,7 +70,6 @@ _TRANSPORT_NAMES = frozenset(
         "RemoteProtocolError",
         "ReadError",
         "StreamError",
-        "ServiceUnavailableError",  # litellm raises it for unreachable servers too
     }
 )
 _RATE_LIMIT_TYPES = frozenset({"rate_limit_error", "rate_limit_exceeded", "insufficient_quota"})
@@ -128,6 +127,21 @@ def request_timeout(request: SummaryRequest, default: float | None) -> float | N
 
 def _class_names(exc: BaseException) -> set[str]:
     return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def _exception_chain(exc: BaseException, depth: int = 8) -> list[BaseException]:
+    """``exc`` and what it wraps (``original_exception``, causes, contexts), nearest first."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(chain) < depth and current not in chain:
+        chain.append(current)
+        wrapped = getattr(current, "original_exception", None)
+        if not isinstance(wrapped, BaseException):
+            wrapped = current.__cause__
+            if wrapped is None and not current.__suppress_context__:
+                wrapped = current.__context__
+        current = wrapped
+    return chain
 
 
 def _status_of(exc: BaseException) -> int | None:
@@ -200,13 +214,27 @@ def failure_from_exception(
         reason = request.cancel.reason if request.cancel is not None else None
         return fail(reason or "cancelled", "aborted")
     names = _class_names(exc)
+    chain = _exception_chain(exc)
     if isinstance(exc, StreamCutShort):
         return fail(str(exc) or "stream ended before the answer was complete", "truncated")
-    if names & _TIMEOUT_NAMES or isinstance(exc, TimeoutError):
+    bad_json = next((e for e in chain if isinstance(e, json.JSONDecodeError)), None)
+    if bad_json is not None:
+        return fail(f"malformed stream data: {_shorten(str(bad_json))}", "error")
+    if any(_class_names(e) & _TIMEOUT_NAMES or isinstance(e, TimeoutError) for e in chain):
         return fail("request timed out", "timeout")
+    inner = getattr(exc, "original_exception", None)
+    if "MidStreamFallbackError" in names and isinstance(inner, BaseException):
+        # LiteLLM wraps whatever broke a stream; judge the original, as a streamed failure.
+        return failure_from_exception(inner, request, provider=provider, model=model, streamed=True)
+    message = _message_of(exc)
+    if names & _TRANSPORT_NAMES and "APIStatusError" not in names:
+        if request.expired:
+            return fail("deadline passed while waiting for the provider", "timeout")
+        if streamed or "finish_reason" in message:
+            return fail(f"stream cut short: {message}", "truncated")
+        return fail(f"connection failed: {message}", "error")
     status = _status_of(exc)
     err_type = _error_type(exc)
-    message = _message_of(exc)
     if status == 429 or "RateLimitError" in names or err_type in _RATE_LIMIT_TYPES:
         return fail(f"rate limited (HTTP 429): {message}", "rate_limited")
     if err_type == "overloaded_error" or status == 529:
@@ -216,14 +244,6 @@ def failure_from_exception(
     if err_type is not None and err_type.endswith("_error") and "APIStatusError" in names:
         # An error event inside a 200 stream (Anthropic): the type names the cause.
         return fail(f"{err_type}: {message}", "http_error")
-    if names & _TRANSPORT_NAMES:
-        if request.expired:
-            return fail("deadline passed while waiting for the provider", "timeout")
-        if streamed:
-            return fail(f"stream cut short: {message}", "truncated")
-        return fail(f"connection failed: {message}", "error")
-    if isinstance(exc, json.JSONDecodeError):
-        return fail(f"malformed stream data: {message}", "error")
     if request.expired:
         return fail("deadline passed", "timeout")
     return fail(f"{type(exc).__name__}: {message}", "error")
