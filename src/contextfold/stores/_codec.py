@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConflictError, FormatError, StoreError
-from contextfold.messages import Message
+from contextfold.messages import MESSAGE_FORMAT_VERSION, ROLES, Message, TextPart
 from contextfold.stores.base import StoredMessage
 
 __all__ = [
@@ -28,12 +29,42 @@ __all__ = [
     "decode_checkpoint",
     "decode_message",
     "encode_checkpoint",
+    "encode_message",
     "encode_messages",
     "redact_url",
 ]
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_dumps_ascii = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
 _loads = json.loads
+_TEXT_HEAD = f'{{"v":{MESSAGE_FORMAT_VERSION},"id":'
+
+
+def encode_message(message: Message) -> str:
+    """Compact JSON of ``message.to_dict()``, byte for byte.
+
+    Most chat messages are one plain text part; for those the JSON is assembled directly
+    (same keys, same order, same escaping as ``json.dumps``), which is several times cheaper
+    than building the dict first. Text that is not valid UTF-8 (lone surrogates) is written
+    with ASCII escapes so every backend can store it.
+    """
+    parts = message.parts
+    text = None
+    if len(parts) == 1 and message.name is None and not message.extra:
+        part = parts[0]
+        if type(part) is TextPart and not part.extra and type(message.id) is str:
+            text = (
+                f'{_TEXT_HEAD}{encode_basestring(message.id)},"role":"{message.role}",'
+                f'"parts":[{{"kind":"text","text":{encode_basestring(part.text)}}}]}}'
+            )
+    if text is None:
+        text = _dumps(message.to_dict())
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            text = _dumps_ascii(message.to_dict())
+    return text
 
 
 def check_conversation_id(conversation_id: object) -> str:
@@ -75,7 +106,7 @@ def encode_messages(conversation_id: str, messages: Sequence[Message]) -> list[s
                 "not a Message; nothing was stored"
             )
         try:
-            out.append(_dumps(message.to_dict()))
+            out.append(encode_message(message))
         except (TypeError, ValueError) as exc:
             raise StoreError(
                 f"append to {conversation_id!r}: message {index} ({message.id}) cannot be "
@@ -87,7 +118,17 @@ def encode_messages(conversation_id: str, messages: Sequence[Message]) -> list[s
 def decode_message(data: str | bytes | bytearray, conversation_id: str, seq: int) -> StoredMessage:
     """One stored row back into a :class:`StoredMessage`; raises with its location."""
     try:
-        return StoredMessage(seq, Message.from_dict(_loads(data)))
+        obj = _loads(data)
+        # The common one-text-part message, checked as strictly as from_dict checks it.
+        if type(obj) is dict and len(obj) == 4 and obj.get("v") == MESSAGE_FORMAT_VERSION:
+            parts, msg_id, role = obj.get("parts"), obj.get("id"), obj.get("role")
+            if type(parts) is list and len(parts) == 1 and type(msg_id) is str and role in ROLES:
+                part = parts[0]
+                if type(part) is dict and len(part) == 2 and part.get("kind") == "text":
+                    text = part.get("text")
+                    if type(text) is str:
+                        return StoredMessage(seq, Message(role, (TextPart(text),), id=msg_id))
+        return StoredMessage(seq, Message.from_dict(obj))
     except (ValueError, TypeError, FormatError) as exc:
         raise StoreError(
             f"corrupted message in conversation {conversation_id!r} at seq {seq}: {exc}"
@@ -101,7 +142,13 @@ def encode_checkpoint(checkpoint: CheckpointRecord) -> str:
     if not isinstance(checkpoint.id, str) or not checkpoint.id:
         raise StoreError("a checkpoint needs a non-empty string id")
     try:
-        return _dumps(checkpoint.to_dict())
+        text = _dumps(checkpoint.to_dict())
+        if not text.isascii():
+            try:
+                text.encode()
+            except UnicodeEncodeError:
+                text = _dumps_ascii(checkpoint.to_dict())
+        return text
     except (TypeError, ValueError) as exc:
         raise StoreError(f"checkpoint {checkpoint.id} cannot be serialized to JSON: {exc}") from exc
 
