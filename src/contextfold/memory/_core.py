@@ -1,0 +1,583 @@
+"""The memory's sans-I/O core: what to read, what to run, what to commit.
+
+Every store access is a yielded operation (see :mod:`contextfold.memory._ops`), so the
+synchronous and asynchronous methods of :class:`~contextfold.memory.ConversationMemory`
+share this one implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from contextfold.checkpoints import CheckpointRecord
+from contextfold.errors import ConflictError, StoreError
+from contextfold.memory._context import Context, ContextPlan
+from contextfold.memory._ops import (
+    Commit,
+    CoreGen,
+    LastSeq,
+    Latest,
+    Lock,
+    Read,
+    Summarize,
+)
+from contextfold.memory._stats import BuildRecord, Ledger, MemoryStats
+from contextfold.messages import Message
+from contextfold.stores.base import StoredMessage
+from contextfold.strategies.base import (
+    DRY_RUN_SUMMARY,
+    Strategy,
+    StrategyResult,
+)
+from contextfold.summarizers.base import SummarizationResult
+from contextfold.tokens.base import TokenCounter
+from contextfold.turns import is_turn_start, prefix_length
+
+_PREFIX_PAGE = 16  # rows per read while loading the system prefix
+_FIRST_PAGE = 64  # rows of the first backwards read of a sliding window
+_COUNT_PAGE = 2048  # rows per read while counting a stored history
+
+_LOCK_BUSY = (
+    "another process holds the compaction lock for this conversation; built without compacting"
+)
+
+
+@dataclass
+class _History:
+    """What the strategy receives, with the store seq of each message."""
+
+    messages: list[Message]
+    seqs: list[int]
+    checkpoint: CheckpointRecord | None
+    unread: range  # stored seqs after the prefix that were not passed (dropped or covered)
+
+
+@dataclass
+class _Built:
+    context: Context
+    result: StrategyResult
+    history: _History
+
+
+def _check_rows(rows: Sequence[StoredMessage], after_seq: int, where: str) -> None:
+    """Sequence numbers must be gap-free; anything else is a damaged store."""
+    for k, row in enumerate(rows):
+        if not isinstance(row, StoredMessage) or row.seq != after_seq + 1 + k:
+            got = getattr(row, "seq", row)
+            raise StoreError(
+                f"{where}: expected sequence number {after_seq + 1 + k}, got {got!r}; "
+                "the store's log has a gap or returned rows out of order"
+            )
+
+
+def _seq_ranges(seqs: Sequence[int], spans: Sequence[tuple[int, int]]) -> list[range]:
+    """Index spans of the history, as ranges of store seqs (split where seqs jump)."""
+    out: list[range] = []
+    for a, b in spans:
+        i = a
+        while i < b:
+            j = i + 1
+            while j < b and seqs[j] == seqs[j - 1] + 1:
+                j += 1
+            out.append(range(seqs[i], seqs[j - 1] + 1))
+            i = j
+    return out
+
+
+def _merge(ranges: Sequence[range]) -> tuple[range, ...]:
+    out: list[range] = []
+    for r in sorted((r for r in ranges if len(r)), key=lambda r: r.start):
+        if out and out[-1].stop >= r.start:
+            out[-1] = range(out[-1].start, max(out[-1].stop, r.stop))
+        else:
+            out.append(r)
+    return tuple(out)
+
+
+class MemoryCore:
+    """The state and logic of a memory, with no I/O: every store access is a yielded op."""
+
+    def __init__(
+        self,
+        *,
+        strategy: Strategy,
+        counter: TokenCounter,
+        tools: tuple[Mapping[str, Any], ...],
+        lock_ttl: float,
+        resolve: Callable[[Ledger], None],
+    ) -> None:
+        self.strategy = strategy
+        self.counter = counter
+        self.tools = tools
+        self.lock_ttl = lock_ttl
+        self._resolve = resolve
+        self.tools_tokens = counter.count_tools(tools) if tools else 0
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything cached (after :meth:`ConversationMemory.clear`)."""
+        old = getattr(self, "ledger", None)
+        if old is not None:
+            old.detach()
+        self.prefix: list[Message] = []
+        self.prefix_done = False
+        self.seg: list[Message] = []  # messages with seqs seg_start .. seg_start+len-1
+        self.seg_start = 1
+        self.total: int | None = None  # tokens of seqs 1..total_upto, once known
+        self.total_upto = 0
+        self.ledger = Ledger(self._resolve)
+        self.last_stats: MemoryStats | None = None
+
+    # -- cache helpers ------------------------------------------------------------------
+
+    @property
+    def seg_end(self) -> int:
+        return self.seg_start + len(self.seg) - 1
+
+    def _cached(self, seq: int) -> Message | None:
+        if 1 <= seq <= len(self.prefix):
+            return self.prefix[seq - 1]
+        if self.seg and self.seg_start <= seq <= self.seg_end:
+            return self.seg[seq - self.seg_start]
+        return None
+
+    def note_appended(self, seqs: Sequence[int], messages: Sequence[Message]) -> None:
+        """Cache messages this memory appended, when they extend what is cached."""
+        count = self.counter.count_message
+        for seq, m in zip(seqs, messages, strict=True):
+            if self.total is not None and seq == self.total_upto + 1:
+                self.total += count(m)
+                self.total_upto = seq
+            if not self.prefix_done and seq == len(self.prefix) + 1:
+                if m.role in ("system", "developer"):
+                    self.prefix.append(m)
+                    continue
+                self.prefix_done = True
+                self.seg, self.seg_start = [m], seq
+            elif self.prefix_done and self.seg and seq == self.seg_end + 1:
+                self.seg.append(m)
+            elif self.prefix_done and not self.seg and seq == len(self.prefix) + 1:
+                self.seg, self.seg_start = [m], seq
+
+    def _read(self, after_seq: int, limit: int) -> CoreGen[list[Message]]:
+        rows: list[StoredMessage] = yield Read(after_seq, limit)
+        _check_rows(rows, after_seq, "reading the conversation")
+        if len(rows) != limit:
+            raise StoreError(
+                f"reading the conversation: asked for {limit} messages after seq {after_seq}, "
+                f"got {len(rows)}; the log is shorter than its last sequence number says"
+            )
+        return [r.message for r in rows]
+
+    def _load_prefix(self, last: int) -> CoreGen[None]:
+        while not self.prefix_done and len(self.prefix) < last:
+            after = len(self.prefix)
+            rows = yield from self._read(after, min(_PREFIX_PAGE, last - after))
+            n = prefix_length(rows)
+            self.prefix.extend(rows[:n])
+            if n < len(rows):
+                self.prefix_done = True
+                self.seg, self.seg_start = list(rows[n:]), after + n + 1
+
+    def _ensure(self, lo: int, hi: int) -> CoreGen[None]:
+        """Make the segment cover exactly ``lo..hi`` (reading only what is missing)."""
+        if hi < lo:
+            self.seg, self.seg_start = [], lo
+            return
+        if not self.seg or self.seg_end < lo - 1 or self.seg_start > hi + 1:
+            self.seg = yield from self._read(lo - 1, hi - lo + 1)
+            self.seg_start = lo
+            return
+        if self.seg_end < hi:
+            self.seg.extend((yield from self._read(self.seg_end, hi - self.seg_end)))
+        if self.seg_start > lo:
+            older = yield from self._read(lo - 1, self.seg_start - lo)
+            self.seg = older + self.seg
+            self.seg_start = lo
+        self.seg = self.seg[lo - self.seg_start : hi - self.seg_start + 1]
+        self.seg_start = lo
+
+    def _window_start(self, last: int, budget: int) -> CoreGen[int]:
+        """The seq a sliding window must read from to cover ``budget`` at a turn start."""
+        floor = len(self.prefix) + 1
+        if self.seg and last - self.seg_end > _FIRST_PAGE:
+            self.seg = []  # far behind: the newest page is all a window can need first
+        if self.seg and self.seg_start <= last:
+            yield from self._ensure(self.seg_start, last)
+        else:
+            yield from self._ensure(max(floor, last - _FIRST_PAGE + 1), last)
+        count = self.counter.count_message
+        acc = 0
+        seq = last
+        page = _FIRST_PAGE
+        while seq >= floor:
+            if seq < self.seg_start:
+                page *= 2
+                yield from self._ensure(max(floor, self.seg_start - page), last)
+            m = self.seg[seq - self.seg_start]
+            acc += count(m)
+            if acc > budget and is_turn_start(m):
+                return seq
+            seq -= 1
+        return floor
+
+    def _load_history(self, last: int, stored: CheckpointRecord | None) -> CoreGen[_History]:
+        """Read what the strategy needs, from the cache where possible."""
+        floor = len(self.prefix) + 1
+        ckpt = stored if self._applies(stored, last) else None
+        start = floor
+        if ckpt is not None and ckpt.last_covered_seq is not None:
+            start = max(floor, ckpt.last_covered_seq + 1)
+        else:
+            budget = self._window_budget()
+            if budget is not None and last >= floor:
+                start = yield from self._window_start(last, budget)
+        if last < floor:
+            self.seg, self.seg_start = [], floor
+        else:
+            yield from self._ensure(start, last)
+        n_prefix = min(len(self.prefix), last)
+        messages = self.prefix[:n_prefix] + self.seg
+        seqs = list(range(1, n_prefix + 1)) + list(range(self.seg_start, self.seg_end + 1))
+        unread = range(floor, start) if last >= floor else range(0)
+        return _History(messages, seqs, ckpt, unread)
+
+    def _applies(self, ckpt: CheckpointRecord | None, last: int) -> bool:
+        """Whether the stored checkpoint is one this strategy builds on."""
+        if ckpt is None or not ckpt.summary.strip():
+            return False
+        if ckpt.last_covered_seq is not None and ckpt.last_covered_seq > last:
+            return False
+        accepts = getattr(self.strategy, "accepts_checkpoint", None)
+        if callable(accepts):
+            return bool(accepts(ckpt))
+        return ckpt.strategy in _checkpoint_owners(self.strategy)
+
+    def _window_budget(self) -> int | None:
+        """The token budget when only a window of the newest messages can matter."""
+        from contextfold.strategies.sliding import SlidingWindow
+
+        if isinstance(self.strategy, SlidingWindow):
+            return self.strategy.max_tokens
+        return None
+
+    def _update_total(self, last: int, history: _History) -> CoreGen[int | None]:
+        """Keep the running total of the stored history current; None while unknown."""
+        if self.total is None:
+            # Free when this build read everything from seq 1.
+            if _covers_all(history.seqs, last):
+                self.total = self.counter.count_messages(history.messages)
+                self.total_upto = last
+            return self.total
+        count = self.counter.count_message
+        seq = self.total_upto + 1
+        while seq <= last:
+            cached = self._cached(seq)
+            if cached is not None:
+                self.total += count(cached)
+                seq += 1
+                continue
+            stop = min(last, seq + _COUNT_PAGE - 1)
+            if self.seg and seq < self.seg_start <= stop:
+                stop = self.seg_start - 1
+            rows = yield from self._read(seq - 1, stop - seq + 1)
+            self.total += self.counter.count_messages(rows)
+            seq = stop + 1
+        self.total_upto = max(self.total_upto, last)
+        return self.total
+
+    def count_history(self, ledger: Ledger | None = None) -> CoreGen[int]:
+        """Count the whole stored history once, filling every pending ledger total."""
+        last: int = yield LastSeq()
+        pending: dict[int, list[BuildRecord]] = {}
+        for led in (self.ledger, ledger):
+            if led is None:
+                continue
+            for r in led.pending:
+                if r.total is None:
+                    pending.setdefault(r.last_seq, []).append(r)
+        if self.total is not None and not any(s < self.total_upto for s in pending):
+            base, upto = self.total, self.total_upto
+        else:
+            base, upto = 0, 0
+        for r in pending.pop(0, []):
+            r.total = 0
+        count = self.counter.count_message
+        seq = upto + 1
+        running = base
+        if upto in pending:
+            for r in pending.pop(upto):
+                r.total = running
+        while seq <= last:
+            stop = min(last, seq + _COUNT_PAGE - 1)
+            rows = yield from self._read(seq - 1, stop - seq + 1)
+            for m in rows:
+                running += count(m)
+                for r in pending.pop(seq, ()):
+                    r.total = running
+                seq += 1
+        if pending:  # a build saw more messages than are stored now: the log was cleared
+            raise StoreError("the stored conversation is shorter than when it was built")
+        self.total, self.total_upto = running, last
+        self.ledger.settle()
+        return running
+
+    # -- building -----------------------------------------------------------------------
+
+    def build(self, *, dry: bool) -> CoreGen[_Built]:
+        """Build (or, with ``dry``, plan) a context. See the module docstring."""
+        last: int = yield LastSeq()
+        self._check_not_shrunk(last)
+        yield from self._load_prefix(last)
+        stored: CheckpointRecord | None = yield Latest()
+        locked: bool | None = None  # None: not asked for yet
+        retried = False
+        memory_notes: list[str] = []
+        while True:
+            history = yield from self._load_history(last, stored)
+            ckpt = history.checkpoint
+            if dry:
+                result = _dry_plan(self.strategy, history, self.counter)
+                break
+            gen = self.strategy.plan(history.messages, counter=self.counter, checkpoint=ckpt)
+            restart = False
+            answer: SummarizationResult | None = None
+            try:
+                call = next(gen)
+                while True:
+                    if locked is None:
+                        locked = yield Lock(self.lock_ttl)
+                        if locked:
+                            latest: CheckpointRecord | None = yield Latest()
+                            if _cid(latest) != _cid(stored):
+                                # Someone compacted while we planned: build on theirs.
+                                stored, restart = latest, True
+                                gen.close()
+                                break
+                        else:
+                            memory_notes.append(_LOCK_BUSY)
+                    if locked:
+                        answer = yield Summarize(call)
+                    else:
+                        answer = SummarizationResult.failure(_LOCK_BUSY, "error")
+                    call = gen.send(answer)
+            except StopIteration as stop:
+                result = stop.value
+            if restart:
+                continue
+            new = result.checkpoint
+            if new is None:
+                break
+            if locked is None:
+                locked = yield Lock(self.lock_ttl)
+                if not locked:
+                    memory_notes.append(_LOCK_BUSY)
+            if not locked:
+                result = _without_new_checkpoint(result)
+                break
+            record = self._sealed(new, history, stored)
+            if record is None:
+                memory_notes.append(
+                    f"the new checkpoint covers {new.last_covered_id!r}, which "
+                    "the strategy was not given; it was not stored"
+                )
+                result = _without_new_checkpoint(result)
+                break
+            try:
+                committed: CheckpointRecord = yield Commit(record, _cid(stored))
+            except ConflictError:
+                if retried:
+                    raise
+                retried = True
+                stored = yield Latest()
+                memory_notes.append("checkpoint commit conflicted; rebuilt on the newest one")
+                continue
+            result = _with_checkpoint(result, committed)
+            break
+        return self._finish(last, history, result, memory_notes, dry=dry)
+
+    def _check_not_shrunk(self, last: int) -> None:
+        """Forget the cache when the log is shorter than what was seen (cleared elsewhere)."""
+        seen = max(len(self.prefix), self.seg_end if self.seg else 0, self.total_upto)
+        if last < seen:
+            self.reset()
+
+    def _sealed(
+        self, record: CheckpointRecord, history: _History, stored: CheckpointRecord | None
+    ) -> CheckpointRecord | None:
+        """The strategy's checkpoint with the store seq of what it covers."""
+        seq: int | None = None
+        for i in range(len(history.messages) - 1, -1, -1):
+            if history.messages[i].id == record.last_covered_id:
+                seq = history.seqs[i]
+                break
+        if seq is None and stored is not None and stored.last_covered_id == record.last_covered_id:
+            seq = stored.last_covered_seq
+        if seq is None:
+            return None
+        changes: dict[str, Any] = {"last_covered_seq": seq}
+        if not record.strategy:
+            changes["strategy"] = self.strategy.name
+        if record.previous_id is None and history.checkpoint is not None:
+            changes["previous_id"] = history.checkpoint.id
+        return record.replace(**changes)
+
+    def _finish(
+        self,
+        last: int,
+        history: _History,
+        result: StrategyResult,
+        memory_notes: list[str],
+        *,
+        dry: bool,
+    ) -> _Built:
+        used = result.checkpoint or result.reused_checkpoint
+        summarized = bool(result.summarized_ranges) or used is not None
+        unread = len(history.unread)
+        covered_unread = unread if (history.checkpoint is not None and used is not None) else 0
+        fallback_reason = result.fallback
+        if fallback_reason is None and _LOCK_BUSY in memory_notes and result.summary_calls:
+            fallback_reason = _LOCK_BUSY
+        usage = result.usage
+        known = self.total if self.total is not None and self.total_upto == last else None
+        record = BuildRecord(last, result.tokens, 0 if dry else usage.total_tokens, known)
+        if dry:
+            ledger = self.ledger.branch(record)
+        else:
+            ledger = self.ledger
+            ledger.add(record)
+        stats = MemoryStats(
+            current_tokens=result.tokens,
+            message_count=last,
+            context_message_count=len(result.messages),
+            is_summarized=summarized,
+            summarizer_tokens=record.summarizer,
+            fallback=result.fallback is not None or fallback_reason is not None,
+            fallback_reason=fallback_reason,
+            strategy=result.strategy,
+            checkpoint_id=used.id if used is not None else None,
+            compacted=result.checkpoint is not None and not dry,
+            dropped_count=result.dropped_count + (unread - covered_unread),
+            summarized_count=result.summarized_count + covered_unread,
+            tools_tokens=self.tools_tokens,
+            notes=(*result.notes, *memory_notes),
+            _ledger=ledger,
+            _record=record,
+        )
+        if not dry:
+            self.last_stats = stats
+            self._evict(used)
+        context = Context(tuple(result.messages), stats, used, self.tools)
+        return _Built(context, result, history)
+
+    def _evict(self, used: CheckpointRecord | None) -> None:
+        """Drop cached messages a later build cannot need."""
+        if used is not None and used.last_covered_seq is not None and self.seg:
+            keep_from = used.last_covered_seq + 1
+            if keep_from > self.seg_start:
+                cut = min(len(self.seg), keep_from - self.seg_start)
+                self.seg = self.seg[cut:]
+                self.seg_start += cut
+
+    def post_build(self, built: _Built) -> CoreGen[None]:
+        """Bring the running total up to date when it is being tracked."""
+        record = built.context.stats._record
+        assert record is not None
+        total = yield from self._update_total(record.last_seq, built.history)
+        if record.total is None and total is not None:
+            record.total = total
+            self.ledger.settle()
+
+    def plan(self) -> CoreGen[ContextPlan]:
+        built = yield from self.build(dry=True)
+        # A plan over a short conversation knows the total for free.
+        rec, ledger = built.context.stats._record, built.context.stats._ledger
+        if (
+            rec is not None
+            and ledger is not None
+            and rec.total is None
+            and _covers_all(built.history.seqs, rec.last_seq)
+        ):
+            rec.total = self.counter.count_messages(built.history.messages)
+            ledger.settle()
+        result, history = built.result, built.history
+        kept_ids = set(result.kept)
+        kept_idx = [i for i, m in enumerate(history.messages) if m.id in kept_ids]
+        kept = _seq_ranges(history.seqs, [(i, i + 1) for i in kept_idx])
+        dropped = _seq_ranges(history.seqs, result.dropped_ranges)
+        summarized = _seq_ranges(history.seqs, result.summarized_ranges)
+        if len(history.unread):
+            if history.checkpoint is not None and (
+                result.checkpoint is not None or result.reused_checkpoint is not None
+            ):
+                summarized.append(history.unread)
+            else:
+                dropped.append(history.unread)
+        return ContextPlan(
+            messages=built.context.messages,
+            stats=built.context.stats,
+            kept=_merge(kept),
+            dropped=_merge(dropped),
+            summarized=_merge(summarized),
+            summary_calls=result.summary_calls,
+            checkpoint=history.checkpoint,
+            notes=result.notes,
+        )
+
+    def build_and_count(self) -> CoreGen[Context]:
+        built = yield from self.build(dry=False)
+        yield from self.post_build(built)
+        return built.context
+
+
+def _checkpoint_owners(strategy: Strategy) -> set[str]:
+    """Names whose checkpoints ``strategy`` builds on: its own, and a pipeline's stages'."""
+    from contextfold.strategies.pipeline import Pipeline
+
+    names = {strategy.name}
+    if isinstance(strategy, Pipeline):
+        for stage in strategy.stages:
+            names |= _checkpoint_owners(stage)
+    return names
+
+
+def _covers_all(seqs: Sequence[int], last: int) -> bool:
+    """Seqs are strictly increasing from 1, so length and last element decide."""
+    return len(seqs) == last and (last == 0 or seqs[-1] == last)
+
+
+def _cid(ckpt: CheckpointRecord | None) -> str | None:
+    return None if ckpt is None else ckpt.id
+
+
+def _dry_plan(strategy: Strategy, history: _History, counter: TokenCounter) -> StrategyResult:
+    """Run the strategy answering every summary call with a placeholder."""
+    gen = strategy.plan(history.messages, counter=counter, checkpoint=history.checkpoint)
+    calls = 0
+    try:
+        call = next(gen)
+        while True:
+            calls += 1
+            text = DRY_RUN_SUMMARY.format(n=len(call.request.messages))
+            call = gen.send(SummarizationResult.success(text, details={"dry_run": True}))
+    except StopIteration as stop:
+        result: StrategyResult = stop.value
+    if result.summary_calls < calls:
+        result = _replace_result(result, summary_calls=calls)
+    return result
+
+
+def _replace_result(result: StrategyResult, **changes: Any) -> StrategyResult:
+    from dataclasses import replace
+
+    return replace(result, **changes)
+
+
+def _without_new_checkpoint(result: StrategyResult) -> StrategyResult:
+    return _replace_result(result, checkpoint=None)
+
+
+def _with_checkpoint(result: StrategyResult, committed: CheckpointRecord) -> StrategyResult:
+    return _replace_result(result, checkpoint=committed)

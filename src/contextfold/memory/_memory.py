@@ -1,0 +1,353 @@
+"""ConversationMemory: the public facade over the store, the core and the drivers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+from contextfold.errors import FormatError, StoreError
+from contextfold.memory._context import Context, ContextPlan
+from contextfold.memory._core import MemoryCore
+from contextfold.memory._ops import (
+    Append,
+    CoreGen,
+    Delete,
+    LastSeq,
+    adrive,
+    drive,
+)
+from contextfold.memory._stats import Ledger, MemoryStats
+from contextfold.messages import Message
+from contextfold.stores.base import AsyncStore, Store
+from contextfold.strategies.base import (
+    Strategy,
+)
+from contextfold.tokens.base import TokenCounter
+
+_T = TypeVar("_T")
+
+#: Default budget of the default strategy, in tokens.
+DEFAULT_MAX_TOKENS = 8000
+
+
+class ConversationMemory:
+    """A stored conversation and the context to send for each request.
+
+    Args:
+        strategy: decides what is sent. Default: ``SlidingWindow(max_tokens=8000)``
+            (with ``tools`` counted against the budget).
+        store: a :class:`~contextfold.stores.base.Store` / ``AsyncStore``, or a URL for
+            :func:`~contextfold.stores.open_store` (``sqlite:///chats.db``, ``redis://...``).
+            Default: a fresh :class:`~contextfold.stores.InMemoryStore`. A store opened
+            from a URL is closed by :meth:`close`; a store passed in is the caller's.
+        counter: counts tokens. Default: :class:`~contextfold.tokens.approx.ApproxCounter`.
+        conversation_id: which conversation of the store this memory serves; generated
+            when not given.
+        tools: tool schemas sent with each request, reported in ``stats.tools_tokens`` and
+            handed back on :class:`Context`.
+        lock_ttl: seconds after which a compaction lock left by a crashed process expires.
+
+    Example:
+        >>> from contextfold.messages import Message
+        >>> memory = ConversationMemory()
+        >>> _ = memory.add(Message.user("Hello, I need help with my order"))
+        >>> ctx = memory.build_context()
+        >>> ctx.stats.context_message_count
+        1
+    """
+
+    def __init__(
+        self,
+        *,
+        strategy: Strategy | None = None,
+        store: Store | AsyncStore | str | None = None,
+        counter: TokenCounter | None = None,
+        conversation_id: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        lock_ttl: float = 120.0,
+    ) -> None:
+        if conversation_id is not None and (
+            not isinstance(conversation_id, str) or not conversation_id
+        ):
+            raise FormatError(
+                f"conversation_id must be a non-empty string, got {conversation_id!r}",
+                field="conversation_id",
+            )
+        if lock_ttl <= 0:
+            raise FormatError(f"lock_ttl must be positive, got {lock_ttl!r}", field="lock_ttl")
+        tool_list = tuple(tools or ())
+        if counter is None:
+            from contextfold.tokens.approx import ApproxCounter
+
+            counter = ApproxCounter()
+        if strategy is None:
+            from contextfold.strategies.sliding import SlidingWindow
+
+            strategy = SlidingWindow(DEFAULT_MAX_TOKENS, tools=tool_list)
+        elif not isinstance(strategy, Strategy):
+            raise FormatError(
+                f"strategy must have a name and a plan() method, got {type(strategy).__name__}",
+                field="strategy",
+            )
+        self._owns_store = False
+        self._store: Any = self._resolve_store(store)
+        self.conversation_id: str = conversation_id or "conv_" + uuid.uuid4().hex
+        self._core = MemoryCore(
+            strategy=strategy,
+            counter=counter,
+            tools=tool_list,
+            lock_ttl=lock_ttl,
+            resolve=self._resolve_totals,
+        )
+
+    def _resolve_store(self, store: Store | AsyncStore | str | None) -> Any:
+        if store is None:
+            from contextfold.stores.memory import InMemoryStore
+
+            return InMemoryStore()
+        if isinstance(store, str):
+            from contextfold.stores import open_store
+
+            opened = open_store(store)
+            self._owns_store = True
+            return opened
+        if isinstance(store, (Store, AsyncStore)):
+            return store
+        raise StoreError(
+            f"store must be a Store, an AsyncStore or a URL, got {type(store).__name__}"
+        )
+
+    # -- restoring ----------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        url_or_store: Store | AsyncStore | str,
+        *,
+        conversation_id: str,
+        strategy: Strategy | None = None,
+        counter: TokenCounter | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        lock_ttl: float = 120.0,
+    ) -> ConversationMemory:
+        """Serve a stored conversation (or start it, when the id is new).
+
+        Reads the sequence number and the system prefix, so a store that cannot be reached or
+        that holds damaged rows fails here with :class:`~contextfold.errors.StoreError`
+        rather than at the first request. The rest is read on demand.
+        """
+        memory = cls(
+            strategy=strategy,
+            store=url_or_store,
+            counter=counter,
+            conversation_id=conversation_id,
+            tools=tools,
+            lock_ttl=lock_ttl,
+        )
+        try:
+            memory._drive(memory._warm())
+        except BaseException:
+            memory.close()
+            raise
+        return memory
+
+    @classmethod
+    async def aopen(
+        cls,
+        url_or_store: Store | AsyncStore | str,
+        *,
+        conversation_id: str,
+        strategy: Strategy | None = None,
+        counter: TokenCounter | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        lock_ttl: float = 120.0,
+    ) -> ConversationMemory:
+        """Async form of :meth:`open`."""
+        memory = cls(
+            strategy=strategy,
+            store=url_or_store,
+            counter=counter,
+            conversation_id=conversation_id,
+            tools=tools,
+            lock_ttl=lock_ttl,
+        )
+        try:
+            await memory._adrive(memory._warm())
+        except BaseException:
+            await memory.aclose()
+            raise
+        return memory
+
+    def _warm(self) -> CoreGen[None]:
+        last: int = yield LastSeq()
+        yield from self._core._load_prefix(last)
+
+    # -- properties ---------------------------------------------------------------------
+
+    @property
+    def strategy(self) -> Strategy:
+        """The strategy that builds each context."""
+        return self._core.strategy
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The token counter."""
+        return self._core.counter
+
+    @property
+    def store(self) -> Any:
+        """The store holding the transcript."""
+        return self._store
+
+    @property
+    def stats(self) -> MemoryStats | None:
+        """Stats of the last :meth:`build_context`, or None before the first."""
+        return self._core.last_stats
+
+    @property
+    def messages(self) -> list[Message]:
+        """The full stored transcript, oldest first (reads the whole log)."""
+        return self._drive(self._read_all())
+
+    async def amessages(self) -> list[Message]:
+        """Async form of :attr:`messages`."""
+        return await self._adrive(self._read_all())
+
+    def _read_all(self) -> CoreGen[list[Message]]:
+        last: int = yield LastSeq()
+        return (yield from self._core._read(0, last)) if last else []
+
+    def __repr__(self) -> str:
+        return (
+            f"ConversationMemory(conversation_id={self.conversation_id!r}, "
+            f"strategy={self._core.strategy!r}, store={type(self._store).__name__})"
+        )
+
+    # -- writing ------------------------------------------------------------------------
+
+    def add(self, message: Message) -> int:
+        """Append one message; returns its sequence number."""
+        return self._drive(self._append_core((message,)))[0]
+
+    async def aadd(self, message: Message) -> int:
+        """Async form of :meth:`add`."""
+        return (await self._adrive(self._append_core((message,))))[0]
+
+    def extend(self, messages: Sequence[Message]) -> list[int]:
+        """Append several messages atomically; returns their sequence numbers."""
+        return self._drive(self._append_core(tuple(messages)))
+
+    async def aextend(self, messages: Sequence[Message]) -> list[int]:
+        """Async form of :meth:`extend`."""
+        return await self._adrive(self._append_core(tuple(messages)))
+
+    def _append_core(self, messages: tuple[Message, ...]) -> CoreGen[list[int]]:
+        for i, m in enumerate(messages):
+            if not isinstance(m, Message):
+                raise FormatError(
+                    f"expected a contextfold Message, got {type(m).__name__}; convert provider "
+                    "payloads with contextfold.formats first",
+                    index=i,
+                )
+        if not messages:
+            return []
+        seqs: list[int] = yield Append(messages)
+        if len(seqs) != len(messages):
+            raise StoreError(
+                f"the store returned {len(seqs)} sequence numbers for {len(messages)} messages"
+            )
+        self._core.note_appended(seqs, messages)
+        return list(seqs)
+
+    def clear(self) -> None:
+        """Delete this conversation (messages and checkpoints) and start it empty."""
+        self._drive(self._clear_core())
+
+    async def aclear(self) -> None:
+        """Async form of :meth:`clear`."""
+        await self._adrive(self._clear_core())
+
+    def _clear_core(self) -> CoreGen[None]:
+        yield Delete()
+        self._core.reset()
+
+    # -- building -----------------------------------------------------------------------
+
+    def build_context(self) -> Context:
+        """Build the context to send now; may summarize and commit a checkpoint.
+
+        Raises:
+            BudgetError: the strategy cannot fit the budget (for example the system prompt
+                alone is over it).
+            PairingError: the stored history has a broken tool call/result pairing.
+            StoreError: the store failed; nothing stored was changed.
+        """
+        return self._drive(self._core.build_and_count())
+
+    async def abuild_context(self) -> Context:
+        """Async form of :meth:`build_context`; gives the same context."""
+        return await self._adrive(self._core.build_and_count())
+
+    def plan(self) -> ContextPlan:
+        """What :meth:`build_context` would do now, without summarizing or writing."""
+        return self._drive(self._core.plan())
+
+    async def aplan(self) -> ContextPlan:
+        """Async form of :meth:`plan`."""
+        return await self._adrive(self._core.plan())
+
+    def count_history(self) -> int:
+        """Tokens of the whole stored history (counted once, then kept up to date)."""
+        return self._drive(self._core.count_history())
+
+    async def acount_history(self) -> int:
+        """Async form of :meth:`count_history`; lets stats of async-only stores resolve."""
+        return await self._adrive(self._core.count_history())
+
+    def _resolve_totals(self, ledger: Ledger) -> None:
+        if not isinstance(self._store, Store):
+            raise StoreError(
+                "this store is async-only; call `await memory.acount_history()` before "
+                "reading total_tokens, tokens_saved or compression_ratio"
+            )
+        self._drive(self._core.count_history(ledger))
+
+    # -- closing ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the store if this memory opened it from a URL."""
+        if self._owns_store:
+            self._owns_store = False
+            if isinstance(self._store, Store):
+                self._store.close()
+
+    async def aclose(self) -> None:
+        """Async form of :meth:`close`."""
+        if self._owns_store:
+            self._owns_store = False
+            if isinstance(self._store, AsyncStore):
+                await self._store.aclose()
+            else:
+                self._store.close()
+
+    def __enter__(self) -> ConversationMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> ConversationMemory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- drivers ------------------------------------------------------------------------
+    def _drive(self, core: CoreGen[_T]) -> _T:
+        """Run a core generator against the sync store."""
+        return drive(self._store, self.conversation_id, core)
+
+    async def _adrive(self, core: CoreGen[_T]) -> _T:
+        """Run a core generator against the async store (or a sync one, inline)."""
+        return await adrive(self._store, self.conversation_id, core)

@@ -1,0 +1,181 @@
+"""Store operations the memory's core yields, and the two drivers that carry them out.
+
+The core never touches a store: it yields one of the small operation objects below and
+receives the answer. :func:`drive` answers with a sync store, :func:`adrive` with an async
+one (or a sync one, inline). A store failure that is not already a
+:class:`~contextfold.errors.ContextfoldError` becomes a :class:`~contextfold.errors.StoreError`
+naming the operation and the conversation, and is thrown back into the core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator
+from contextlib import AsyncExitStack, ExitStack
+from dataclasses import dataclass
+from typing import Any, TypeVar, Union
+
+from contextfold.checkpoints import CheckpointRecord
+from contextfold.errors import ContextfoldError, StoreError
+from contextfold.messages import Message
+from contextfold.stores.base import AsyncStore, Store
+from contextfold.strategies.base import (
+    SummaryCall,
+    _call_async,
+    _call_sync,
+)
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class LastSeq:
+    what = "read the last sequence number"
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    after_seq: int
+    limit: int | None
+    what = "read messages"
+
+
+@dataclass(frozen=True, slots=True)
+class Latest:
+    what = "read the latest checkpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    record: CheckpointRecord
+    expected_previous: str | None
+    what = "commit a checkpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class Lock:
+    ttl: float
+    what = "take the compaction lock"
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    messages: tuple[Message, ...]
+    what = "append messages"
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    what = "delete the conversation"
+
+
+@dataclass(frozen=True, slots=True)
+class Summarize:
+    call: SummaryCall
+    what = "summarize"
+
+
+Op = Union[LastSeq, Read, Latest, Commit, Lock, Append, Delete, Summarize]  # noqa: UP007
+CoreGen = Generator[Op, Any, _T]
+
+
+def drive(store: Any, cid: str, core: CoreGen[_T]) -> _T:
+    """Run a core generator against the sync store."""
+    if not isinstance(store, Store):
+        raise StoreError(f"{type(store).__name__} is async-only; use the a-prefixed methods")
+    with ExitStack() as stack:
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                op = core.send(value) if error is None else core.throw(error)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            value, error = None, None
+            try:
+                if isinstance(op, Summarize):
+                    value = _call_sync(op.call)
+                elif isinstance(op, Lock):
+                    value = stack.enter_context(store.compaction_lock(cid, ttl=op.ttl))
+                else:
+                    value = _sync_op(store, cid, op)
+            except ContextfoldError as exc:
+                error = exc
+            except Exception as exc:
+                error = _store_error(store, cid, op, exc)
+
+
+async def adrive(store: Any, cid: str, core: CoreGen[_T]) -> _T:
+    """Run a core generator against the async store (or a sync one, inline)."""
+    is_async = isinstance(store, AsyncStore)
+    async with AsyncExitStack() as stack:
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                op = core.send(value) if error is None else core.throw(error)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            value, error = None, None
+            try:
+                if isinstance(op, Summarize):
+                    value = await _call_async(op.call)
+                elif isinstance(op, Lock):
+                    if is_async:
+                        cm = store.acompaction_lock(cid, ttl=op.ttl)
+                        value = await stack.enter_async_context(cm)
+                    else:
+                        value = stack.enter_context(store.compaction_lock(cid, ttl=op.ttl))
+                elif is_async:
+                    value = await _async_op(store, cid, op)
+                else:
+                    value = _sync_op(store, cid, op)
+            except ContextfoldError as exc:
+                error = exc
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                error = _store_error(store, cid, op, exc)
+
+
+def _store_error(store: Any, cid: str, op: Op, exc: Exception) -> StoreError:
+    err = StoreError(
+        f"{type(store).__name__} failed to {op.what} for conversation {cid!r}: "
+        f"{type(exc).__name__}: {exc}"
+    )
+    err.__cause__ = exc
+    return err
+
+
+def _sync_op(store: Store, cid: str, op: Op) -> Any:
+    if isinstance(op, LastSeq):
+        return store.last_seq(cid)
+    if isinstance(op, Read):
+        return store.read(cid, after_seq=op.after_seq, limit=op.limit)
+    if isinstance(op, Latest):
+        return store.latest_checkpoint(cid)
+    if isinstance(op, Commit):
+        return store.append_checkpoint(cid, op.record, expected_previous=op.expected_previous)
+    if isinstance(op, Append):
+        return store.append(cid, op.messages)
+    if isinstance(op, Delete):
+        return store.delete(cid)
+    raise AssertionError(f"unhandled store operation {op!r}")  # pragma: no cover
+
+
+async def _async_op(store: AsyncStore, cid: str, op: Op) -> Any:
+    if isinstance(op, LastSeq):
+        return await store.alast_seq(cid)
+    if isinstance(op, Read):
+        return await store.aread(cid, after_seq=op.after_seq, limit=op.limit)
+    if isinstance(op, Latest):
+        return await store.alatest_checkpoint(cid)
+    if isinstance(op, Commit):
+        return await store.aappend_checkpoint(
+            cid, op.record, expected_previous=op.expected_previous
+        )
+    if isinstance(op, Append):
+        return await store.aappend(cid, op.messages)
+    if isinstance(op, Delete):
+        return await store.adelete(cid)
+    raise AssertionError(f"unhandled store operation {op!r}")  # pragma: no cover
