@@ -6,7 +6,7 @@ from typing import get_args
 
 import pytest
 
-from contextfold.errors import BudgetError, PairingError
+from contextfold.errors import BudgetError, FormatError, PairingError
 from contextfold.messages import Message, TextPart, ToolCallPart
 from contextfold.strategies import Hybrid, SlidingWindow, Summarization, SummaryPlacement
 from contextfold.strategies.base import dry_run, run
@@ -15,7 +15,7 @@ from contextfold.testing import FakeSummarizer, FixedCounter
 from strategy_checks import chat, check_invariants, dump, ids, is_summary_message, snapshot
 
 TEN = FixedCounter(10, per_char=0)  # every message costs exactly 10 tokens
-FAILURES = [c for c in get_args(FailureCode) if c != "not_smaller"]
+FAILURES = list(get_args(FailureCode))
 
 
 def merged_summary(m: Message) -> str:
@@ -444,3 +444,25 @@ def test_tail_after_a_user_summary_uses_units_and_after_a_system_summary_whole_t
     )
     assert ids(sys_result)[2:] == ["u3", "a3", "t3", "b3"]  # first non-system: a user message
     assert sys_result.messages[1].role == "system"
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        Summarization(100, keep_recent=2, summarizer=FakeSummarizer()),
+        Hybrid(100, keep_recent=2, chunk_size=2, summarizer=FakeSummarizer()),
+    ],
+)
+def test_junk_input_raises_format_error(strategy: Summarization | Hybrid) -> None:
+    with pytest.raises(FormatError) as err:
+        run(strategy, [*chat(2), {"role": "user", "content": "hi"}], counter=TEN)  # type: ignore[list-item]
+    assert err.value.index == 5
+    with pytest.raises(FormatError):
+        run(strategy, [{"role": "system"}], counter=TEN)  # type: ignore[list-item]
+
+
+def test_bad_option_types_are_rejected() -> None:
+    with pytest.raises(BudgetError):
+        Summarization("100", keep_recent=2, summarizer=FakeSummarizer())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="chunk_size"):
+        Hybrid(100, keep_recent=2, chunk_size=1.5, summarizer=FakeSummarizer())  # type: ignore[arg-type]

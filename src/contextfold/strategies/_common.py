@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextfold.checkpoints import CheckpointRecord
-from contextfold.errors import BudgetError, PairingError
+from contextfold.errors import BudgetError, FormatError, PairingError
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from contextfold.strategies.base import (
     StrategyResult,
@@ -45,6 +45,8 @@ __all__ = [
     "build_result",
     "cap_output",
     "char_size",
+    "check_messages",
+    "check_option",
     "check_summary",
     "cut_points",
     "deadline_from",
@@ -72,6 +74,9 @@ def prepare(history: Sequence[Message]) -> int:
     Raises:
         PairingError: the history breaks the pairing invariant.
     """
+    if not isinstance(history, Sequence):
+        raise FormatError(f"expected a sequence of messages, got {type(history).__name__}")
+    check_messages(history)
     validate(history, allow_pending_tail=True)
     return prefix_length(history)
 
@@ -92,9 +97,17 @@ def prepare_from(
         PairingError: the checked part breaks the pairing invariant; ``index`` is the
             position in ``history``.
     """
+    if not isinstance(history, Sequence):
+        raise FormatError(f"expected a sequence of messages, got {type(history).__name__}")
+    for i, m in enumerate(history):  # the prefix scan reads roles: fail clearly on junk
+        if not isinstance(m, Message):
+            raise FormatError(f"expected a Message, got {type(m).__name__}", index=i)
+        if m.role not in ("system", "developer"):
+            break
     p = prefix_length(history)
     covered = locate_checkpoint(history, p, checkpoint, name)
     start = p if covered is None else covered
+    check_messages(history, start)
     validate(history[:p])
     if start == 0:
         validate(history, allow_pending_tail=True)
@@ -274,7 +287,7 @@ def locate_checkpoint(
         return None
     target = checkpoint.last_covered_id
     for i in range(len(history) - 1, prefix_len - 1, -1):
-        if history[i].id == target:
+        if getattr(history[i], "id", None) == target:
             return i + 1
     return prefix_len
 
@@ -547,3 +560,21 @@ def cap_output(configured: int | None, room: int) -> int | None:
     if room <= 0:
         return configured
     return room if configured is None else min(configured, room)
+
+
+def check_option(name: str, value: object, minimum: int, *, budget: bool = False) -> None:
+    """Reject an integer option that is missing, of the wrong type or below ``minimum``.
+
+    Budgets raise :class:`BudgetError` (as :class:`~contextfold.strategies.SlidingWindow`
+    does); other options raise :class:`ValueError`. Both are ``ValueError``s.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        error = BudgetError if budget else ValueError
+        raise error(f"{name} must be an integer of at least {minimum}, got {value!r}")
+
+
+def check_messages(history: Sequence[Message], start: int = 0) -> None:
+    """Raise :class:`FormatError` when an item of ``history[start:]`` is not a Message."""
+    for i in range(start, len(history)):
+        if not isinstance(history[i], Message):
+            raise FormatError(f"expected a Message, got {type(history[i]).__name__}", index=i)

@@ -39,6 +39,7 @@ from contextfold.strategies._common import (
     assemble,
     build_result,
     char_size,
+    check_option,
     check_summary,
     cut_points,
     deadline_from,
@@ -105,12 +106,10 @@ class SummaryCompactor:
         placement: SummaryPlacement | None = None,
         max_failed_compactions: int = 3,
     ) -> None:
-        if keep_recent_turns < 1:
-            raise ValueError("keep_recent_turns must be at least 1")
-        if budget_chars is not None and budget_chars <= 0:
-            raise ValueError("budget_chars must be positive")
-        if max_failed_compactions < 0:
-            raise ValueError("max_failed_compactions must not be negative")
+        check_option("keep_recent_turns", keep_recent_turns, 1)
+        if budget_chars is not None:
+            check_option("budget_chars", budget_chars, 1, budget=True)
+        check_option("max_failed_compactions", max_failed_compactions, 0)
         self.summarizer = summarizer
         self.keep_recent_turns = keep_recent_turns
         self.system_prompt = system_prompt

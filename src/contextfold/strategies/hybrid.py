@@ -27,6 +27,7 @@ from contextfold.strategies._common import (
     assemble,
     build_result,
     cap_output,
+    check_option,
     check_summary,
     cut_points,
     deadline_from,
@@ -85,16 +86,11 @@ class Hybrid:
         max_chunks: int = 8,
         max_failed_compactions: int = 3,
     ) -> None:
-        if max_tokens <= 0:
-            raise ValueError("max_tokens must be positive")
-        if keep_recent < 1:
-            raise ValueError("keep_recent must be at least 1")
-        if chunk_size < 1:
-            raise ValueError("chunk_size must be at least 1")
-        if max_chunks < 1:
-            raise ValueError("max_chunks must be at least 1")
-        if max_failed_compactions < 0:
-            raise ValueError("max_failed_compactions must not be negative")
+        check_option("max_tokens", max_tokens, 1, budget=True)
+        check_option("keep_recent", keep_recent, 1)
+        check_option("chunk_size", chunk_size, 1)
+        check_option("max_chunks", max_chunks, 1)
+        check_option("max_failed_compactions", max_failed_compactions, 0)
         self.max_tokens = max_tokens
         self.keep_recent = keep_recent
         self.chunk_size = chunk_size

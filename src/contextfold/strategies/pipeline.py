@@ -21,6 +21,7 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message
 from contextfold.strategies._common import (
     assemble,
+    check_option,
     cut_points,
     locate_checkpoint,
     make_summary_id,
@@ -61,8 +62,7 @@ class Pipeline:
         for stage in stages:
             if not isinstance(stage, Strategy):
                 raise ValueError(f"{stage!r} is not a strategy (it needs name and plan())")
-        if max_tokens <= 0:
-            raise ValueError("max_tokens must be positive")
+        check_option("max_tokens", max_tokens, 1, budget=True)
         self.stages: tuple[Strategy, ...] = stages
         self.max_tokens = max_tokens
 

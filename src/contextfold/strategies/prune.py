@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message, Part, ToolResultPart
-from contextfold.strategies._common import cut_points, prepare, require_fit
+from contextfold.strategies._common import check_option, cut_points, prepare, require_fit
 from contextfold.strategies.base import PlanGenerator, StrategyResult
 from contextfold.strategies.sliding import fit_window
 from contextfold.tokens.base import TokenCounter
@@ -60,12 +60,11 @@ class PruneToolOutputs:
         marker: str = DEFAULT_MARKER,
         max_tokens: int | None = None,
     ) -> None:
-        if keep_recent < 0 or keep_recent_turns < 0:
-            raise ValueError("keep_recent and keep_recent_turns must not be negative")
-        if min_savings < 0:
-            raise ValueError("min_savings must not be negative")
-        if max_tokens is not None and max_tokens <= 0:
-            raise ValueError("max_tokens must be positive")
+        check_option("keep_recent", keep_recent, 0)
+        check_option("keep_recent_turns", keep_recent_turns, 0)
+        check_option("min_savings", min_savings, 0)
+        if max_tokens is not None:
+            check_option("max_tokens", max_tokens, 1, budget=True)
         try:
             marker.format(name="tool", tokens=1, chars=1, call_id="call")
         except (KeyError, IndexError, ValueError) as exc:

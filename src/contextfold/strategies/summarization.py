@@ -27,6 +27,7 @@ from contextfold.strategies._common import (
     assemble,
     build_result,
     cap_output,
+    check_option,
     check_summary,
     cut_points,
     deadline_from,
@@ -82,12 +83,9 @@ class Summarization:
         deadline_s: float | None = None,
         max_failed_compactions: int = 3,
     ) -> None:
-        if max_tokens <= 0:
-            raise ValueError("max_tokens must be positive")
-        if keep_recent < 1:
-            raise ValueError("keep_recent must be at least 1")
-        if max_failed_compactions < 0:
-            raise ValueError("max_failed_compactions must not be negative")
+        check_option("max_tokens", max_tokens, 1, budget=True)
+        check_option("keep_recent", keep_recent, 1)
+        check_option("max_failed_compactions", max_failed_compactions, 0)
         self.max_tokens = max_tokens
         self.keep_recent = keep_recent
         self.summarizer = summarizer
