@@ -789,3 +789,26 @@ def test_payload_must_be_a_list_or_request_object() -> None:
 
 def test_real_paths_exist_relative_to_repo() -> None:
     assert Path(DATA).name == "data"
+
+
+def test_deeply_nested_input_is_a_format_error_not_a_crash() -> None:
+    deep: Any = "x"
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(FormatError, match="nested too deeply"):
+        openai_chat.load([{"role": "user", "content": "a", "meta": deep}])
+    with pytest.raises(FormatError):
+        anthropic.load(
+            [
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "a", "name": "f", "input": deep}],
+                }
+            ]
+        )
+    with pytest.raises(FormatError, match="nested too deeply"):
+        openai_responses.load([{"type": "web_search_call", "id": "w", "action": deep}])
+    # Arguments too deep to parse still convert, as raw text.
+    call = [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "[" * 100_000}}]
+    body = anthropic.dump(openai_chat.load([{"role": "assistant", "tool_calls": call}]))
+    assert body["messages"][0]["content"][0]["input"] == {"arguments": "[" * 100_000}

@@ -10,6 +10,12 @@ that take the format by name::
 
     messages = formats.load(payload)               # format detected
     body = formats.dump(messages, "anthropic")     # {"system": ..., "messages": [...]}
+
+What a format needs for an exact round trip but the message model does not carry lives in
+``extra``, namespaced so other formats ignore it: ``"<format>.<key>"`` is a provider field we
+do not model (``anthropic.cache_control``, ``openai_chat.refusal`` ...), ``"<format>:<hint>"``
+a shape detail (content sent as a list, a key that was absent ...). Message ids are
+deterministic: the provider's item id when there is one, else a hash of position and content.
 """
 
 from __future__ import annotations

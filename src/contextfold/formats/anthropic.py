@@ -370,7 +370,7 @@ def _dump_part(p: Part, m: Message) -> dict[str, Any] | None:
     if isinstance(p, ToolCallPart):
         try:
             value = json.loads(p.arguments) if p.arguments.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             value = {"arguments": p.arguments}
         block = {"type": "tool_use", "id": p.id, "name": p.name, "input": value}
         return put_unknown(block, p.extra, NS)
