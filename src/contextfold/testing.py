@@ -106,3 +106,219 @@ class FixedCounter(BaseCounter):
 
     def count_text(self, text: str, /) -> int:
         return len(text) * self.per_char
+
+
+# -- store contract -----------------------------------------------------------------------
+#
+# ``check_store`` / ``acheck_store`` run the store contract against any Store: the same
+# checks contextfold's own backends pass. The checks are written once, as a generator of
+# store calls, and a sync and an async driver carry them out.
+
+import asyncio  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+from collections.abc import Awaitable, Generator  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any  # noqa: E402
+
+from contextfold.checkpoints import CheckpointRecord  # noqa: E402
+from contextfold.errors import ConflictError  # noqa: E402
+
+__all__ += ["acheck_store", "check_store"]
+
+
+@dataclass(frozen=True)
+class _Call:
+    handle: int  # 0: the first store, 1: a second handle on the same data
+    method: str  # the sync name; the async driver adds the ``a`` prefix
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    conflict: bool = False  # the call must raise ConflictError
+
+
+@dataclass(frozen=True)
+class _Lock:
+    handle: int
+    conversation_id: str
+    ttl: float
+    key: str  # names the held lock for the matching _Unlock
+
+
+@dataclass(frozen=True)
+class _Unlock:
+    key: str
+
+
+@dataclass(frozen=True)
+class _Sleep:
+    seconds: float
+
+
+_Step = _Call | _Lock | _Unlock | _Sleep
+
+
+def _expect(condition: bool, what: str) -> None:
+    if not condition:
+        raise AssertionError(f"store contract violated: {what}")
+
+
+def _contract(prefix: str) -> Generator[_Step, Any, None]:
+    tag = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    a, b = f"{tag}-a", f"{tag}-b"
+    sent = [Message.user(f"message {i}") for i in range(5)]
+
+    # Appends and sequence numbers.
+    _expect((yield _Call(0, "append", (a, sent[:3]))) == [1, 2, 3], "first append gives 1..3")
+    _expect((yield _Call(0, "append", (a, []))) == [], "an empty append returns []")
+    _expect((yield _Call(0, "append", (a, sent[3:]))) == [4, 5], "sequences continue at 4")
+    _expect((yield _Call(1, "last_seq", (a,))) == 5, "a second handle sees last_seq 5")
+    log = yield _Call(1, "read", (a,))
+    _expect([s.seq for s in log] == [1, 2, 3, 4, 5], "read returns seq 1..5 in order")
+    _expect([s.message for s in log] == sent, "read returns the messages appended, unchanged")
+    window = yield _Call(0, "read", (a,), {"after_seq": 1, "limit": 2})
+    _expect([s.seq for s in window] == [2, 3], "read(after_seq=1, limit=2) is seq 2..3")
+    _expect((yield _Call(0, "read", (a,), {"after_seq": 5})) == [], "nothing after the last")
+    _expect((yield _Call(0, "read", (b,))) == [], "an unknown conversation reads as empty")
+    _expect((yield _Call(0, "last_seq", (b,))) == 0, "an unknown conversation has last_seq 0")
+
+    # Checkpoints.
+    _expect((yield _Call(0, "latest_checkpoint", (a,))) is None, "no checkpoint at first")
+    first = CheckpointRecord(summary="one", last_covered_id=sent[1].id, last_covered_seq=2)
+    yield _Call(0, "append_checkpoint", (a, first), {"expected_previous": None})
+    latest = yield _Call(1, "latest_checkpoint", (a,))
+    _expect(latest is not None and latest.id == first.id, "latest_checkpoint is the commit")
+    _expect(latest is not None and latest.to_dict() == first.to_dict(), "checkpoint unchanged")
+    second = CheckpointRecord(
+        summary="two", last_covered_id=sent[3].id, last_covered_seq=4, previous_id=first.id
+    )
+    stale = {"expected_previous": None}
+    yield _Call(0, "append_checkpoint", (a, second), stale, conflict=True)
+    beyond = second.replace(last_covered_seq=9)
+    yield _Call(0, "append_checkpoint", (a, beyond), {"expected_previous": first.id}, True)
+    missing = second.replace(last_covered_seq=None)
+    yield _Call(0, "append_checkpoint", (a, missing), {"expected_previous": first.id}, True)
+    unknown = CheckpointRecord(summary="x", last_covered_id="m", last_covered_seq=1)
+    yield _Call(0, "append_checkpoint", (b, unknown), {"expected_previous": None}, True)
+    yield _Call(0, "append_checkpoint", (a, second), {"expected_previous": first.id})
+    ids = [k.id for k in (yield _Call(1, "checkpoints", (a,)))]
+    _expect(ids == [first.id, second.id], "rejected checkpoints leave no trace")
+
+    # Compaction lock: single flight across handles, released on exit, expires after ttl.
+    _expect((yield _Lock(0, a, 30.0, "outer")) is True, "a free lock is taken")
+    _expect((yield _Lock(1, a, 30.0, "inner")) is False, "a held lock is not taken twice")
+    yield _Unlock("inner")
+    _expect((yield _Lock(1, b, 30.0, "other")) is True, "locks are per conversation")
+    yield _Unlock("other")
+    yield _Unlock("outer")
+    _expect((yield _Lock(1, a, 30.0, "again")) is True, "a released lock can be taken")
+    yield _Unlock("again")
+    _expect((yield _Lock(0, a, 0.2, "short")) is True, "a short lock is taken")
+    deadline = time.monotonic() + 5.0
+    while True:
+        yield _Sleep(0.1)
+        taken = yield _Lock(1, a, 30.0, "late")
+        if taken or time.monotonic() > deadline:
+            break
+        yield _Unlock("late")
+    _expect(taken is True, "an expired lock can be taken by another holder")
+    yield _Unlock("short")  # the first holder leaves late: it must not free the new lock
+    _expect((yield _Lock(0, a, 30.0, "third")) is False, "a late release frees nothing")
+    yield _Unlock("third")
+    yield _Unlock("late")
+
+    # Listing and deleting.
+    yield _Call(0, "append", (b, sent[:1]))
+    listed = yield _Call(1, "list_conversations")
+    _expect(a in listed and b in listed, "list_conversations names both conversations")
+    _expect(listed == sorted(listed), "list_conversations is sorted")
+    yield _Call(0, "delete", (a,))
+    _expect((yield _Call(1, "read", (a,))) == [], "a deleted conversation reads as empty")
+    _expect((yield _Call(1, "checkpoints", (a,))) == [], "delete removes the checkpoints")
+    _expect(a not in (yield _Call(1, "list_conversations")), "a deleted id is not listed")
+    _expect((yield _Call(0, "last_seq", (b,))) == 1, "delete leaves other conversations alone")
+    yield _Call(0, "delete", (b,))
+
+
+def _lock_taken(value: Any) -> bool:
+    _expect(isinstance(value, bool), f"compaction_lock must yield a bool, got {value!r}")
+    return bool(value)
+
+
+def check_store(make_store: Callable[[], Any], *, prefix: str = "contract") -> None:
+    """Run the store contract against a synchronous store.
+
+    Args:
+        make_store: returns a handle on the store under test; it is called twice, and both
+            handles must see the same data (return the same object for a process-local store).
+        prefix: prefix of the conversation ids the check creates (and deletes at the end).
+
+    Raises:
+        AssertionError: naming the first rule the store breaks.
+    """
+    handles = [make_store(), make_store()]
+    held: dict[str, Any] = {}
+    steps = _contract(prefix)
+    reply: Any = None
+    try:
+        while True:
+            step = steps.send(reply)
+            reply = None
+            if isinstance(step, _Call):
+                method = getattr(handles[step.handle], step.method)
+                try:
+                    reply = method(*step.args, **step.kwargs)
+                except ConflictError:
+                    _expect(step.conflict, f"{step.method}{step.args[:1]} raised ConflictError")
+                    continue
+                _expect(not step.conflict, f"{step.method} accepted a conflicting checkpoint")
+            elif isinstance(step, _Lock):
+                manager = handles[step.handle].compaction_lock(step.conversation_id, ttl=step.ttl)
+                reply = _lock_taken(manager.__enter__())
+                held[step.key] = manager
+            elif isinstance(step, _Unlock):
+                held.pop(step.key).__exit__(None, None, None)
+            else:
+                time.sleep(step.seconds)
+    except StopIteration:
+        pass
+    finally:
+        for manager in held.values():
+            manager.__exit__(None, None, None)
+
+
+async def acheck_store(make_store: Callable[[], Any], *, prefix: str = "contract") -> None:
+    """Run the store contract against an asynchronous store (the ``a``-prefixed methods).
+
+    Same arguments and errors as :func:`check_store`.
+    """
+    handles = [make_store(), make_store()]
+    held: dict[str, Any] = {}
+    steps = _contract(prefix)
+    reply: Any = None
+    try:
+        while True:
+            step = steps.send(reply)
+            reply = None
+            if isinstance(step, _Call):
+                method = getattr(handles[step.handle], "a" + step.method)
+                try:
+                    pending: Awaitable[Any] = method(*step.args, **step.kwargs)
+                    reply = await pending
+                except ConflictError:
+                    _expect(step.conflict, f"a{step.method}{step.args[:1]} raised ConflictError")
+                    continue
+                _expect(not step.conflict, f"a{step.method} accepted a conflicting checkpoint")
+            elif isinstance(step, _Lock):
+                handle = handles[step.handle]
+                manager = handle.acompaction_lock(step.conversation_id, ttl=step.ttl)
+                reply = _lock_taken(await manager.__aenter__())
+                held[step.key] = manager
+            elif isinstance(step, _Unlock):
+                await held.pop(step.key).__aexit__(None, None, None)
+            else:
+                await asyncio.sleep(step.seconds)
+    except StopIteration:
+        pass
+    finally:
+        for manager in held.values():
+            await manager.__aexit__(None, None, None)
