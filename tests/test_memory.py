@@ -307,6 +307,20 @@ def test_plan_of_sliding_window_ranges() -> None:
     assert plan.stats.tokens_saved == 40
 
 
+def test_plan_of_an_opened_long_conversation_accounts_for_unread_messages() -> None:
+    store = CountingStore()
+    store.append("long", chat(400))
+    memory = ConversationMemory.open(store, conversation_id="long", strategy=SlidingWindow(500))
+    store.rows_read = 0
+    plan = memory.plan()
+    assert store.rows_read <= 64
+    assert plan.kept[0] == range(1, 2)
+    assert plan.kept[-1].stop == 802
+    assert plan.dropped == (range(2, plan.kept[-1].start),)
+    assert sum(len(r) for r in (*plan.kept, *plan.dropped)) == 801
+    assert plan.stats.dropped_count == len(plan.dropped[0])
+
+
 # -- checkpoints -------------------------------------------------------------------------------
 
 
