@@ -287,3 +287,73 @@ async def test_request_body_is_json_serializable_without_cache_control() -> None
     text = json.dumps(kwargs)
     assert "cache_control" not in text
     assert "<previous-summary>" in kwargs["messages"][0]["content"]
+
+
+# -- cache-aligned mode ---------------------------------------------------------------------------
+
+CONVERSATION: dict[str, Any] = {
+    "system": [
+        {
+            "type": "text",
+            "text": "You are ACME's ops agent.",
+            "cache_control": {"type": "ephemeral"},
+        }
+    ],
+    "messages": [
+        {"role": "user", "content": "Deploy to eu-west-3 on Friday 14 March"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Checking the calendar."},
+                {"type": "tool_use", "id": "toolu_7", "name": "calendar", "input": {"day": 14}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_7",
+                    "content": "free",
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ],
+        },
+        {"role": "assistant", "content": "Scheduled. Rollback tag v7.2.0."},
+        {"role": "user", "content": "Thanks, summarize when needed."},
+        {"role": "assistant", "content": "Will do."},
+    ],
+}
+TOOL = {
+    "name": "calendar",
+    "description": "Check a day",
+    "input_schema": {"type": "object", "properties": {"day": {"type": "integer"}}},
+}
+
+
+@HOW
+async def test_cache_aligned_replays_system_tools_and_cache_markers(
+    srv: WireServer, clients: Any, how: str
+) -> None:
+    from contextfold.formats import anthropic as anthropic_format
+
+    loaded = anthropic_format.load(CONVERSATION)
+    system, rest = tuple(loaded[:1]), tuple(loaded[1:])
+    req = SummaryRequest(
+        rest[2:],
+        prefix=rest[:2],
+        system=system,
+        tools=(TOOL,),
+        mode="cache_aligned",
+        kind="checkpoint",
+    )
+    srv.script(JSONReply(wire.message(["## Primary request and intent\n- deploy"])))
+    res = await run(make(clients), req, how)
+    assert res.ok, res.reason
+    sent = srv.last.body
+    # The conversation as it was sent, cache_control markers included, then the instruction.
+    assert sent["system"] == CONVERSATION["system"]
+    assert sent["messages"][:-1] == CONVERSATION["messages"]
+    assert sent["messages"][-1]["role"] == "user"
+    assert "Primary request and intent" in json.dumps(sent["messages"][-1]["content"])
+    assert sent["tools"] == [TOOL]

@@ -479,3 +479,158 @@ async def test_bad_api_name_is_rejected() -> None:
 
     with pytest.raises(ContextfoldError, match="api must be"):
         OpenAISummarizer(model="m", api="completions")  # type: ignore[arg-type]
+
+
+# -- cache-aligned mode -------------------------------------------------------------------------
+
+CHAT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Find an order",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+    },
+}
+
+
+def aligned_request(**kwargs: Any) -> SummaryRequest:
+    from contextfold.messages import ToolCallPart
+
+    system = (Message.system("You are the release assistant for ACME.", id="s1"),)
+    prefix = (
+        Message.user("Which branch ships?", id="p1"),
+        Message.assistant("release/2.4", id="p2"),
+    )
+    call = ToolCallPart("call_9", "lookup", '{"q": "2.4.1"}')
+    messages = (
+        Message.user("Bump the version to 2.4.1", id="u1"),
+        Message.assistant("Checking.", tool_calls=[call], id="a1"),
+        Message.tool_result("call_9", "version file: VERSION", id="t1"),
+        Message.assistant("Done: VERSION now says 2.4.1", id="a2"),
+    )
+    return SummaryRequest(
+        messages,
+        mode="cache_aligned",
+        system=system,
+        prefix=prefix,
+        tools=(CHAT_TOOL,),
+        kind="checkpoint",
+        **kwargs,
+    )
+
+
+@HOW
+async def test_chat_cache_aligned_replays_the_conversation_verbatim(
+    srv: WireServer, clients: Any, how: str
+) -> None:
+    from contextfold.formats import openai_chat
+
+    req = aligned_request()
+    srv.script(JSONReply(wire.chat_completion("## Primary request and intent\n- bump")))
+    res = await run(make(clients, cache_key="conv-42"), req, how)
+    assert res.ok, res.reason
+    body = srv.last.body
+    conversation = openai_chat.dump([*req.system, *req.prefix, *req.messages])
+    # Every message before the instruction is the conversation's own, byte for byte, so the
+    # provider's prefix cache covers them.
+    assert body["messages"][:-1] == conversation
+    last = body["messages"][-1]
+    assert last["role"] == "user"
+    assert "Primary request and intent" in last["content"]
+    assert body["tools"] == [CHAT_TOOL]
+    assert body["prompt_cache_key"] == "conv-42"  # the conversation's key, not a fresh one
+
+
+async def test_cache_aligned_without_key_sends_none(srv: WireServer, clients: Any) -> None:
+    srv.script(JSONReply(wire.chat_completion("ok")))
+    assert make(clients).summarize(aligned_request()).ok
+    assert "prompt_cache_key" not in srv.last.body
+
+
+@HOW
+async def test_responses_cache_aligned_replays_items_and_converts_tools(
+    srv: WireServer, clients: Any, how: str
+) -> None:
+    from contextfold.formats import openai_responses
+
+    req = aligned_request()
+    srv.script(JSONReply(wire.response_object("## Current work\n- bump")))
+    res = await run(make(clients, api="responses"), req, how)
+    assert res.ok, res.reason
+    body = srv.last.body
+    items = openai_responses.dump([*req.system, *req.prefix, *req.messages])
+    assert body["input"][:-1] == items
+    assert body["input"][-1]["role"] == "user"
+    assert "instructions" not in body
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "name": "lookup",
+            "description": "Find an order",
+            "parameters": CHAT_TOOL["function"]["parameters"],  # type: ignore[index]
+        }
+    ]
+
+
+async def test_tool_schema_conversion_between_shapes() -> None:
+    from contextfold.summarizers._http_common import (
+        tools_for_anthropic,
+        tools_for_openai_chat,
+        tools_for_openai_responses,
+    )
+
+    anthropic_tool = {
+        "name": "lookup",
+        "description": "Find an order",
+        "input_schema": CHAT_TOOL["function"]["parameters"],  # type: ignore[index]
+    }
+    assert tools_for_openai_chat([anthropic_tool]) == [CHAT_TOOL]
+    assert tools_for_anthropic([CHAT_TOOL]) == [anthropic_tool]
+    responses_tool = tools_for_openai_responses([anthropic_tool])[0]
+    assert tools_for_anthropic([responses_tool]) == [anthropic_tool]
+    assert tools_for_openai_chat([responses_tool]) == [CHAT_TOOL]
+    server_tool = {"type": "web_search_20250305", "name": "web_search"}
+    assert tools_for_anthropic([server_tool]) == [server_tool]  # provider tools pass through
+
+
+# -- end to end: a strategy driving the adapter on a real conversation ------------------------
+
+
+@HOW
+async def test_checkpoint_strategy_on_a_tau_bench_conversation(
+    srv: WireServer, clients: Any, how: str, tau_runs: list[dict[str, Any]]
+) -> None:
+    from contextfold.formats import openai_chat
+    from contextfold.strategies.base import arun, run
+    from contextfold.strategies.checkpoint import Checkpoint
+    from contextfold.tokens.approx import ApproxCounter
+    from contextfold.turns import validate
+
+    traj = tau_runs[0]["traj"]
+    history = openai_chat.load(traj)
+    before = list(history)
+    budget = ApproxCounter().count_messages(history) // 2
+    strategy = Checkpoint(make(clients), max_tokens=budget, mode="cache_aligned")
+
+    async def plan() -> Any:
+        return run(strategy, history) if how == "sync" else await arun(strategy, history)
+
+    summary = "## Primary request and intent\n- The user wants to change reservation X1Y2Z3."
+    srv.script(JSONReply(wire.chat_completion(summary)))
+    ok = await plan()
+    assert ok.fallback is None
+    assert ok.summary_calls == 1
+    assert any("X1Y2Z3" in m.text for m in ok.messages)
+    assert ok.tokens <= budget
+    validate(ok.messages)
+    sent = srv.last.body["messages"]
+    assert sent[:-1] == traj[: len(sent) - 1]  # the conversation's own payload, replayed
+
+    srv.script(wire.error_reply(500, "upstream down"))
+    failed = await plan()
+    assert failed.failure_code == "http_error"
+    assert failed.fallback is not None
+    assert failed.tokens <= budget
+    assert not any("X1Y2Z3" in m.text for m in failed.messages)
+    validate(failed.messages)
+    assert history == before  # the caller's list is untouched
