@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
+import sys
 from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from contextfold.messages import Message, TextPart, ToolCallPart
@@ -94,3 +98,21 @@ def ids(result: StrategyResult) -> list[str]:
 
 def dump(result: StrategyResult) -> list[dict[str, Any]]:
     return [m.to_dict() for m in result.messages]
+
+
+def root_conftest() -> ModuleType:
+    """``tests/conftest.py`` as a module of its own name.
+
+    ``from conftest import ...`` is ambiguous once a sub-folder has a conftest of its own
+    (``tests/stores``): whichever was imported last answers. Loading by path is not.
+    """
+    name = "_contextfold_root_conftest"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("conftest.py"))
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return module

@@ -15,12 +15,6 @@ from typing import Any
 
 import pytest
 
-from conftest import (
-    claude_code_main_sessions,
-    claude_code_payload,
-    require_data,
-    swe_agent_openai,
-)
 from contextfold.formats import anthropic, openai_chat
 from contextfold.messages import Message
 from contextfold.strategies import (
@@ -38,7 +32,13 @@ from contextfold.summarizers import ExtractiveSummarizer
 from contextfold.testing import FakeSummarizer
 from contextfold.tokens.approx import ApproxCounter
 from contextfold.turns import prefix_length, units
-from strategy_checks import check_invariants, dump, snapshot
+from strategy_checks import check_invariants, dump, root_conftest, snapshot
+
+_conftest = root_conftest()
+claude_code_main_sessions = _conftest.claude_code_main_sessions
+claude_code_payload = _conftest.claude_code_payload
+require_data = _conftest.require_data
+swe_agent_openai = _conftest.swe_agent_openai
 
 COUNTER = ApproxCounter()
 
