@@ -812,3 +812,24 @@ def test_deeply_nested_input_is_a_format_error_not_a_crash() -> None:
     call = [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "[" * 100_000}}]
     body = anthropic.dump(openai_chat.load([{"role": "assistant", "tool_calls": call}]))
     assert body["messages"][0]["content"][0]["input"] == {"arguments": "[" * 100_000}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"system": [], "messages": []},
+        {"system": "", "messages": []},
+        {"system": [{"type": "text", "text": "one"}], "messages": []},
+        {"system": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "messages": []},
+        {"messages": [{"role": "user", "content": ""}, {"role": "assistant", "content": []}]},
+    ],
+)
+def test_anthropic_edge_shapes_round_trip(body: dict[str, Any]) -> None:
+    assert anthropic.dump(anthropic.load(body)) == body
+
+
+def test_empty_system_from_chat_stays_a_string_for_anthropic() -> None:
+    assert anthropic.dump(openai_chat.load([{"role": "system", "content": ""}])) == {
+        "system": "",
+        "messages": [],
+    }

@@ -122,7 +122,7 @@ def _load_system(system: Any, ids: IdMaker, strict: bool) -> Message:
             if isinstance(part, (ToolCallPart, ToolResultPart, ThinkingPart)):
                 fail("the system prompt takes text blocks only", field=f"system[{j}].type")
             parts.append(part)
-        if len(parts) == 1 and _is_plain_text(parts[0]):
+        if not parts or (len(parts) == 1 and _is_plain_text(parts[0])):
             extra[f"{NS}:system"] = "list"
     elif system is None:
         parts = []
@@ -331,6 +331,8 @@ def _dump_system(prefix: Sequence[Message]) -> Any:
     blocks: list[dict[str, Any]] = []
     for m in prefix:
         blocks.extend(_dump_blocks(m, m.parts))
+    if not blocks and not any(hint(m.extra, NS, "system") == "list" for m in prefix):
+        return ""
     return blocks
 
 

@@ -48,11 +48,16 @@ NAME = "openai_chat"
 NS = NAME
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
-_KNOWN_MESSAGE = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
+_KNOWN_MESSAGE = frozenset({"role", "content", "name"})
+_KNOWN_TOOL = _KNOWN_MESSAGE | {"tool_call_id"}
+_KNOWN_ASSISTANT = _KNOWN_MESSAGE | {"tool_calls"}
 _KNOWN_CALL = frozenset({"id", "type", "function", "custom"})
 _KNOWN_FUNCTION = frozenset({"name", "arguments"})
 _KNOWN_CUSTOM = frozenset({"name", "input"})
 _KNOWN_IMAGE_URL = frozenset({"url", "detail"})
+_KNOWN_TEXT = frozenset({"type", "text"})
+_KNOWN_REFUSAL = frozenset({"type", "refusal"})
+_KNOWN_IMAGE = frozenset({"type", "image_url"})
 
 
 # -- load ------------------------------------------------------------------------------------
@@ -92,8 +97,7 @@ def _load_message(raw: Any, i: int, ids: IdMaker, strict: bool) -> Message:
     if not isinstance(role, str) or role not in _ROLES:
         fail(f"unknown role {role!r}", index=i, field="role")
     extra: dict[str, Any] = {}
-    known = _KNOWN_MESSAGE - {"tool_calls"}
-
+    known = _KNOWN_MESSAGE
     if "content" not in raw:
         content: Any = None
         extra[f"{NS}:content"] = "absent"
@@ -127,8 +131,8 @@ def _load_message(raw: Any, i: int, ids: IdMaker, strict: bool) -> Message:
         if tool_name is None and "name" in raw:
             extra[f"{NS}.name"] = None
         parts = [ToolResultPart(call_id, body, name=tool_name)]
+        known = _KNOWN_TOOL
     else:
-        known = _KNOWN_MESSAGE - {"tool_call_id"}
         if isinstance(content, str):
             if content:
                 parts = [TextPart(content)]
@@ -147,6 +151,7 @@ def _load_message(raw: Any, i: int, ids: IdMaker, strict: bool) -> Message:
         elif "name" in raw:
             extra[f"{NS}.name"] = None
         if role == "assistant":
+            known = _KNOWN_ASSISTANT
             calls = raw.get("tool_calls")
             if isinstance(calls, list):
                 if calls:
@@ -161,8 +166,6 @@ def _load_message(raw: Any, i: int, ids: IdMaker, strict: bool) -> Message:
                 )
             elif "tool_calls" in raw:
                 extra[f"{NS}.tool_calls"] = None
-        else:
-            known = known - {"tool_calls"}
     keep_unknown(raw, known, NS, extra)
     msg_id = ids.make(i, role, parts)
     return Message(role, tuple(parts), id=msg_id, name=name, extra=extra or NO_EXTRA)  # type: ignore[arg-type]
@@ -181,14 +184,14 @@ def _load_part(raw: Any, i: int, where: str, strict: bool) -> Part:
         text = raw.get("text")
         if not isinstance(text, str):
             fail("text must be a string", index=i, field=f"{where}.text")
-        keep_unknown(raw, frozenset({"type", "text"}), NS, extra)
+        keep_unknown(raw, _KNOWN_TEXT, NS, extra)
         return TextPart(text, extra=extra or NO_EXTRA)
     if kind == "refusal":
         text = raw.get("refusal")
         if not isinstance(text, str):
             fail("refusal must be a string", index=i, field=f"{where}.refusal")
         extra[f"{NS}:type"] = "refusal"
-        keep_unknown(raw, frozenset({"type", "refusal"}), NS, extra)
+        keep_unknown(raw, _KNOWN_REFUSAL, NS, extra)
         return TextPart(text, extra=extra)
     if kind == "image_url":
         spec = raw.get("image_url")
@@ -205,7 +208,7 @@ def _load_part(raw: Any, i: int, where: str, strict: bool) -> Part:
             inner["detail"] = None
         if inner:
             extra[f"{NS}:image_url"] = inner
-        keep_unknown(raw, frozenset({"type", "image_url"}), NS, extra)
+        keep_unknown(raw, _KNOWN_IMAGE, NS, extra)
         inline = split_data_url(url)
         if inline is not None:
             return ImagePart(data=inline[1], mime=inline[0], detail=detail, extra=extra)
@@ -248,8 +251,6 @@ def _load_call(raw: Any, i: int, j: int, strict: bool) -> ToolCallPart:
     if inner:
         extra[f"{NS}:inner"] = inner
     keep_unknown(raw, _KNOWN_CALL - {"function" if kind == "custom" else "custom"}, NS, extra)
-    if kind == "custom" and "function" in raw:
-        extra[f"{NS}.function"] = copy_json(raw["function"])
     return ToolCallPart(call_id, name, text, extra=extra or NO_EXTRA)
 
 

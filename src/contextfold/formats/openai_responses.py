@@ -14,8 +14,9 @@ items and a few tool-specific ones. :func:`load` maps them onto messages this wa
 
 Each message records in ``extra["openai_responses:items"]`` the items it came from (their ids,
 statuses and other fields, and how many parts each produced), so ``dump(load(x)) == x``. A
-message from another format has no such record and is converted: text to message items, tool
-calls to ``function_call`` items, tool results to ``function_call_output`` items. Reasoning is
+message from another format has no such record, and an edited message no longer matches its
+record; both are converted: text to message items, tool calls to ``function_call`` items,
+tool results to ``function_call_output`` items. Reasoning is
 only dumped for items that came from the Responses API, because the API needs the original item
 id and encrypted content; ``is_error`` has no Responses field and is dropped.
 """
