@@ -833,3 +833,20 @@ def test_empty_system_from_chat_stays_a_string_for_anthropic() -> None:
         "system": "",
         "messages": [],
     }
+
+
+def _through_json(messages: list[Message]) -> list[Message]:
+    return [Message.from_dict(json.loads(json.dumps(m.to_dict()))) for m in messages]
+
+
+def test_round_trip_survives_serialization_as_stores_do(tau_runs: list[dict[str, Any]]) -> None:
+    traj = tau_runs[5]["traj"]
+    assert openai_chat.dump(_through_json(openai_chat.load(traj))) == traj
+    body = _claude("8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl")
+    assert anthropic.dump(_through_json(anthropic.load(body))) == body
+    items = [
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"},
+        {"type": "function_call", "id": "fc_1", "call_id": "c", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c", "output": "x", "status": "completed"},
+    ]
+    assert openai_responses.dump(_through_json(openai_responses.load(items))) == items
