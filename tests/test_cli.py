@@ -518,3 +518,17 @@ def test_openai_summarizer_against_local_server() -> None:
         assert data["stats"]["summarized"]
         assert "RF-7720" in json.dumps(data["context"])
         assert server.requests[0].body["model"] == "gpt-test-mini"
+
+
+def test_responses_format_round_trip_through_compact(tmp_path: Path) -> None:
+    items = cli("convert", str(EXAMPLES / "coding_session.json"), "--to", "responses")
+    assert items.returncode == 0, items.stderr
+    path = tmp_path / "items.json"
+    path.write_text(items.stdout)
+    original = formats.load(json.loads(items.stdout), "openai_responses")
+    proc = cli("compact", str(path), "--budget", "900", "--strategy", "checkpoint", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["stats"]["format"] == "responses"
+    assert formats.detect(data["context"]) == "openai_responses"
+    check_context(formats.load(data["context"], "openai_responses"), original, 900)
