@@ -850,3 +850,17 @@ def test_round_trip_survives_serialization_as_stores_do(tau_runs: list[dict[str,
         {"type": "function_call_output", "call_id": "c", "output": "x", "status": "completed"},
     ]
     assert openai_responses.dump(_through_json(openai_responses.load(items))) == items
+
+
+def test_an_id_field_on_a_message_becomes_its_id_and_round_trips() -> None:
+    chat = [
+        {"role": "user", "content": "a", "id": "u1"},
+        {"role": "user", "content": "b", "id": "u1"},
+    ]
+    messages = openai_chat.load(chat)
+    assert messages[0].id == "u1"
+    assert messages[1].id not in ("u1", messages[0].id)
+    assert openai_chat.dump(messages) == chat
+    body = {"messages": [{"role": "user", "content": "a", "id": "m7"}]}
+    assert anthropic.load(body)[0].id == "m7"
+    assert anthropic.dump(anthropic.load(body)) == body

@@ -84,7 +84,8 @@ def load(payload: Any, *, strict: bool = False) -> list[Message]:
 
     Returns:
         The top-level system prompt (when present) as one system message, then one message per
-        API message. Tool results stay in user messages, as the API carries them.
+        API message. Tool results stay in user messages, as the API carries them. Ids are
+        deterministic (a message's own string ``id`` field when it has one).
 
     Raises:
         FormatError: the payload is malformed; the error names the message index and field.
@@ -164,7 +165,12 @@ def _load_message(raw: Any, i: int, ids: IdMaker, strict: bool) -> Message:
             field="content",
         )
     keep_unknown(raw, _K_MESSAGE, NS, extra)
-    return Message(role, tuple(parts), id=ids.make(i, role, parts), extra=extra or NO_EXTRA)  # type: ignore[arg-type]
+    return Message(
+        role,
+        tuple(parts),
+        id=ids.make(i, role, parts, provider_id=raw.get("id")),
+        extra=extra or NO_EXTRA,
+    )  # type: ignore[arg-type]
 
 
 def _str(raw: dict[str, Any], key: str, i: int | None, where: str) -> str:

@@ -74,7 +74,9 @@ def load(payload: Any, *, strict: bool = False) -> list[Message]:
             we do not model (by default those are kept opaque for the round trip).
 
     Returns:
-        One message per Chat message, with deterministic ids.
+        One message per Chat message. A message's ``id`` field, when it has a string one (some
+        frameworks add it), becomes the message id; otherwise the id is a hash of the position
+        and the content, so the same payload always gives the same ids.
 
     Raises:
         FormatError: the payload is malformed; the error names the message index and field.
@@ -167,7 +169,7 @@ def _load_message(raw: Any, i: int, ids: IdMaker, strict: bool) -> Message:
             elif "tool_calls" in raw:
                 extra[f"{NS}.tool_calls"] = None
     keep_unknown(raw, known, NS, extra)
-    msg_id = ids.make(i, role, parts)
+    msg_id = ids.make(i, role, parts, provider_id=raw.get("id"))
     return Message(role, tuple(parts), id=msg_id, name=name, extra=extra or NO_EXTRA)  # type: ignore[arg-type]
 
 
