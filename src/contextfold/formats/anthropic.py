@@ -165,12 +165,8 @@ def _load_message(raw: Any, i: int, ids: IdMaker, strict: bool) -> Message:
             field="content",
         )
     keep_unknown(raw, _K_MESSAGE, NS, extra)
-    return Message(
-        role,
-        tuple(parts),
-        id=ids.make(i, role, parts, provider_id=raw.get("id")),
-        extra=extra or NO_EXTRA,
-    )  # type: ignore[arg-type]
+    msg_id = ids.make(i, role, parts, provider_id=raw.get("id"))
+    return Message(role, tuple(parts), id=msg_id, extra=extra or NO_EXTRA)  # type: ignore[arg-type]
 
 
 def _str(raw: dict[str, Any], key: str, i: int | None, where: str) -> str:
