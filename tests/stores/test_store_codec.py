@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from store_helpers import rich_conversation
 
+from contextfold.errors import StoreError
 from contextfold.messages import Message, TextPart
 from contextfold.stores import SQLiteStore
 from contextfold.stores._codec import decode_message, encode_message
@@ -68,3 +70,21 @@ def test_text_with_lone_surrogates_is_stored_and_read_back(tmp_path: Path) -> No
     store.append("c", [odd])
     assert store.read("c")[0].message == odd
     store.close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(ANY_CHAR, max_size=30), ROLE)
+def test_damaged_payloads_never_decode_silently(text: str, role: str) -> None:
+    payload = encode_message(Message(role, (TextPart(text),)))
+    for cut in range(len(payload)):
+        with pytest.raises(StoreError, match="seq 7"):
+            decode_message(payload[:cut], "c", 7)
+    with pytest.raises(StoreError):
+        decode_message(payload + "}", "c", 7)
+
+
+def test_equivalent_json_in_another_layout_decodes_the_same() -> None:
+    m = Message.user('hello \\n "there"\n')
+    loose = json.dumps(dict(reversed(list(m.to_dict().items()))), indent=2)
+    assert decode_message(loose, "c", 1).message == m
+    assert decode_message(loose.encode(), "c", 1).message == m

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -37,6 +37,8 @@ __all__ = [
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _dumps_ascii = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
 _loads = json.loads
+# The C string scanner behind json.loads (public in the module, absent from the stubs).
+_scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 _TEXT_HEAD = f'{{"v":{MESSAGE_FORMAT_VERSION},"id":'
 
 
@@ -115,20 +117,41 @@ def encode_messages(conversation_id: str, messages: Sequence[Message]) -> list[s
     return out
 
 
+_ROLE_KEY = ',"role":"'
+_TEXT_KEY = '","parts":[{"kind":"text","text":"'
+_TAIL = "}]}"
+
+
+def _decode_plain_text(data: str) -> Message | None:
+    """Read the exact text :func:`encode_message` writes for a one-text-part message.
+
+    Only the two JSON strings are unescaped (by the C string scanner); the fixed parts around
+    them must match byte for byte, otherwise ``None`` sends the row down the general path.
+    """
+    if not data.startswith(_TEXT_HEAD + '"'):
+        return None
+    msg_id, end = _scanstring(data, len(_TEXT_HEAD) + 1)
+    if not data.startswith(_ROLE_KEY, end):
+        return None
+    start = end + len(_ROLE_KEY)
+    role_end = data.find('"', start)
+    role = data[start:role_end]
+    if role_end < 0 or role not in ROLES or not data.startswith(_TEXT_KEY, role_end):
+        return None
+    text, end = _scanstring(data, role_end + len(_TEXT_KEY))
+    if len(data) != end + len(_TAIL) or not data.endswith(_TAIL):
+        return None
+    return Message(role, (TextPart(text),), id=msg_id)  # type: ignore[arg-type]
+
+
 def decode_message(data: str | bytes | bytearray, conversation_id: str, seq: int) -> StoredMessage:
     """One stored row back into a :class:`StoredMessage`; raises with its location."""
     try:
-        obj = _loads(data)
-        # The common one-text-part message, checked as strictly as from_dict checks it.
-        if type(obj) is dict and len(obj) == 4 and obj.get("v") == MESSAGE_FORMAT_VERSION:
-            parts, msg_id, role = obj.get("parts"), obj.get("id"), obj.get("role")
-            if type(parts) is list and len(parts) == 1 and type(msg_id) is str and role in ROLES:
-                part = parts[0]
-                if type(part) is dict and len(part) == 2 and part.get("kind") == "text":
-                    text = part.get("text")
-                    if type(text) is str:
-                        return StoredMessage(seq, Message(role, (TextPart(text),), id=msg_id))
-        return StoredMessage(seq, Message.from_dict(obj))
+        text = data if isinstance(data, str) else bytes(data).decode()
+        plain = _decode_plain_text(text)
+        if plain is not None:
+            return StoredMessage(seq, plain)
+        return StoredMessage(seq, Message.from_dict(_loads(text)))
     except (ValueError, TypeError, FormatError) as exc:
         raise StoreError(
             f"corrupted message in conversation {conversation_id!r} at seq {seq}: {exc}"
