@@ -141,6 +141,25 @@ def test_token_budget_strategies_keep_the_invariants(
         check_invariants(history, before, reused, counter=counter, max_tokens=budget)
         if result.tokens_before > budget and not result.dropped_ranges:
             assert fresh.calls == 0
+    # a memory passes only the prefix and what follows the checkpoint
+    if result.checkpoint is not None:
+        p = prefix_length(history)
+        covered = [m.id for m in history].index(result.checkpoint.last_covered_id)
+        after = [*history[:p], *history[covered + 1 :]]
+        fresh = FakeSummarizer(summarizer.text, fail=summarizer.fail)
+        try:
+            later = run(
+                make(kind, budget, fresh, knobs),
+                after,
+                counter=counter,
+                checkpoint=result.checkpoint,
+            )
+        except BudgetError:
+            assert floor_tokens(after, counter) > budget
+        else:
+            check_invariants(after, snapshot(after), later, counter=counter, max_tokens=budget)
+            if later.is_summarized:
+                assert later.summarized_ranges[0][0] == p
 
 
 @SETTINGS
