@@ -2,6 +2,17 @@
 
 Each strategy's ``plan()`` yields a :class:`SummaryCall` whenever it needs a summary and
 returns a :class:`StrategyResult`; :func:`run`, :func:`arun` and :func:`dry_run` drive it.
+
+* :class:`SlidingWindow` keeps the system prefix and the newest whole turns; no model.
+* :class:`PruneToolOutputs` clears old tool outputs behind a marker; no model.
+* :class:`Summarization` folds everything older than the recent messages into one summary.
+* :class:`Hybrid` grows a running summary one overflow chunk at a time.
+* :class:`Checkpoint` writes a structured checkpoint for coding agents.
+* :class:`SummaryCompactor` turns the oldest turns into one summary turn, in characters.
+* :class:`Pipeline` runs stages cheapest first and stops once the context fits.
+
+Every summarizing strategy falls back to the sliding window when its summarizer fails, and
+says why in ``StrategyResult.fallback`` and ``failure_code``.
 """
 
 from __future__ import annotations
