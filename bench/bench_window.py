@@ -109,40 +109,51 @@ def _time2(fn: Callable[[], Any]) -> tuple[float, float, Any]:
         gc.enable()
 
 
-def bench_sliding(n: int, steady_runs: int) -> dict[str, Any]:
-    history = build_history(n)
+def bench_sliding(sizes: list[int], steady_runs: int) -> dict[int, dict[str, Any]]:
+    """Time SlidingWindow on every size, interleaving the sizes run by run.
+
+    All histories are built first; then each round times one build on each size in turn, so
+    a busy machine slows every size alike and the ratios between sizes stay meaningful.
+    """
+    histories = {n: build_history(n) for n in sizes}
     counter = ApproxCounter()
     window = SlidingWindow(BUDGET)
     gc.collect()
+    firsts: dict[int, list[float]] = {n: [] for n in sizes}
+    walls: dict[int, list[float]] = {n: [] for n in sizes}
+    cpus: dict[int, list[float]] = {n: [] for n in sizes}
+    results: dict[int, Any] = {}
     # The first build over a freshly loaded history: no message has a cached count. Taken
-    # five times (clearing the counts in between) and the median kept, as the machine may
-    # be busy.
-    firsts: list[float] = []
+    # five times per size, clearing the counts in between.
     for _ in range(5):
-        for m in history[-5000:]:
-            m._token_cache.clear()
-        history[0]._token_cache.clear()
-        t, result = _time(lambda: window.fit(history, counter=counter))
-        firsts.append(t)
-    first = statistics.median(firsts)
-    validate(result.messages)
-    assert result.tokens <= BUDGET
-    times: list[float] = []
-    cpu_times: list[float] = []
+        for n, history in histories.items():
+            for m in history[-5000:]:
+                m._token_cache.clear()
+            history[0]._token_cache.clear()
+            t, results[n] = _time(lambda h=history: window.fit(h, counter=counter))
+            firsts[n].append(t)
+    for n in sizes:
+        validate(results[n].messages)
+        assert results[n].tokens <= BUDGET
+    # Steady state: one new message before each build, as in a chat.
     for k in range(steady_runs):
-        history.append(Message.user(f"one more question, number {k}", id=f"extra-u{k}"))
-        t, cpu, result = _time2(lambda: window.fit(history, counter=counter))
-        times.append(t)
-        cpu_times.append(cpu)
-        history.append(Message.assistant("an answer", id=f"extra-a{k}"))
+        for n, history in histories.items():
+            history.append(Message.user(f"one more question, number {k}", id=f"extra-u{k}"))
+            t, cpu, results[n] = _time2(lambda h=history: window.fit(h, counter=counter))
+            walls[n].append(t)
+            cpus[n].append(cpu)
+            history.append(Message.assistant("an answer", id=f"extra-a{k}"))
     return {
-        "messages": n,
-        "first_s": first,
-        "steady_s": statistics.median(times),
-        "steady_cpu_s": statistics.median(cpu_times),
-        "steady_runs": steady_runs,
-        "kept": len(result.messages),
-        "tokens": result.tokens,
+        n: {
+            "messages": n,
+            "first_s": statistics.median(firsts[n]),
+            "steady_s": statistics.median(walls[n]),
+            "steady_cpu_s": statistics.median(cpus[n]),
+            "steady_runs": steady_runs,
+            "kept": len(results[n].messages),
+            "tokens": results[n].tokens,
+        }
+        for n in sizes
     }
 
 
@@ -193,18 +204,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="1k and 10k messages only")
     args = parser.parse_args(argv)
     sizes = TINY_SIZES if args.tiny else SIZES
-    bench_sliding(500, steady_runs=3)  # warm up imports and code paths, untimed
+    bench_sliding([500], steady_runs=3)  # warm up imports and code paths, untimed
+    sliding = bench_sliding(sizes, steady_runs=20 if args.tiny else 200)
+    print("SlidingWindow done", file=sys.stderr)
     rows: list[dict[str, Any]] = []
     last_trim: tuple[int, float] | None = None
     for n in sizes:
-        ours = bench_sliding(n, steady_runs=20 if args.tiny else 200)
+        ours = sliding[n]
         projected = None if last_trim is None else last_trim[1] * n / last_trim[0]
         runs = 5 if n <= 10_000 else 1
         theirs = bench_trim(n, runs, projected)
         if not theirs["skipped"]:
             last_trim = (n, theirs["per_call_s"])
         rows.append({"messages": n, "sliding": ours, "trim_messages": theirs})
-        print(f"{n} messages done", file=sys.stderr)
+        print(f"trim_messages {n} done", file=sys.stderr)
 
     base = rows[0]["sliding"]["steady_s"]
     base_cpu = rows[0]["sliding"]["steady_cpu_s"]
