@@ -95,7 +95,7 @@ def test_page_examples_run(page: Path, sandbox: Path) -> None:
 # -- the example scripts -------------------------------------------------------------------
 
 
-def run_script(name: str, *args: str, env: dict[str, str] | None = None) -> str:
+def run_script(name: str, *args: str, env: dict[str, str] | None = None, expect: int = 0) -> str:
     full_env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     full_env.update(env or {})
     proc = subprocess.run(
@@ -106,7 +106,7 @@ def run_script(name: str, *args: str, env: dict[str, str] | None = None) -> str:
         env=full_env,
         check=False,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == expect, proc.stderr
     return proc.stdout + proc.stderr
 
 
@@ -141,7 +141,7 @@ def test_openai_script_against_local_server() -> None:
 
 
 def test_openai_script_without_key_says_what_to_set() -> None:
-    assert "OPENAI_API_KEY" in run_script("openai_chat.py")
+    assert "OPENAI_API_KEY" in run_script("openai_chat.py", expect=1)
 
 
 def test_anthropic_script_against_local_server() -> None:
