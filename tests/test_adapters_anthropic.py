@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from tests.wire import Call, JSONReply, Pause, Raw, SSEReply, WireServer, serve
+from tests.wire import Call, JSONReply, Pause, Raw, SSEReply, TextReply, WireServer, serve
 from tests.wire import anthropic_server as wire
 
 from contextfold.errors import MissingExtraError
@@ -229,6 +229,20 @@ async def test_empty_answer(srv: WireServer, clients: Any, how: str, stream: boo
         srv.script(JSONReply(wire.message([], thinking="only thoughts")))
     res = await run(make(clients, stream=stream), request(), how)
     assert (res.ok, res.code) == (False, "empty")
+
+
+@HOW
+@pytest.mark.parametrize(
+    "reply",
+    [JSONReply(["not", "a", "message"]), TextReply("<html>502 Bad Gateway</html>")],
+    ids=["json-list", "html-page"],
+)
+async def test_answer_that_is_not_a_message_is_error(
+    srv: WireServer, clients: Any, how: str, reply: Any
+) -> None:
+    srv.script(reply)
+    res = await run(make(clients), request(), how)
+    assert (res.ok, res.code) == (False, "error")
 
 
 @HOW

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.wire import Call, JSONReply, Pause, Raw, SSEReply, WireServer, serve
+from tests.wire import Call, JSONReply, Pause, Raw, SSEReply, TextReply, WireServer, serve
 from tests.wire import openai_server as wire
 
 from contextfold.errors import MissingExtraError
@@ -122,6 +122,15 @@ async def test_http_errors(srv: WireServer, how: str, status: int, code: str) ->
     assert (res.ok, res.code) == (False, code)
     assert str(status) in (res.reason or "")
     assert len(srv.requests) == 1
+
+
+@HOW
+async def test_html_page_instead_of_a_completion_fails(srv: WireServer, how: str) -> None:
+    srv.script(TextReply("<html>502 Bad Gateway</html>"))
+    res = await run(make(srv), request(), how)
+    # LiteLLM itself reports an unusable 200 answer as an InternalServerError (HTTP 500).
+    assert (res.ok, res.code) == (False, "http_error"), res.reason
+    assert "502 Bad Gateway" in (res.reason or "")
 
 
 @HOW

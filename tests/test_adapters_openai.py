@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from tests.wire import Call, Drop, JSONReply, Pause, Raw, SSEReply, WireServer, serve
+from tests.wire import Call, Drop, JSONReply, Pause, Raw, SSEReply, TextReply, WireServer, serve
 from tests.wire import openai_server as wire
 
 from contextfold.errors import MissingExtraError
@@ -297,11 +297,22 @@ async def test_dropped_connection_is_error(srv: WireServer, clients: Any, how: s
     assert (res.ok, res.code) == (False, "error")
 
 
-async def test_plain_answer_not_json_is_error(srv: WireServer, clients: Any) -> None:
-    srv.script(JSONReply("not an object"))
-    res = make(clients).summarize(request())
-    assert not res.ok
-    assert res.code in ("error", "empty")
+@HOW
+@pytest.mark.parametrize(
+    "reply",
+    [
+        JSONReply("not an object"),
+        TextReply("<html><body>502 Bad Gateway</body></html>"),
+        TextReply('{"choices": [', content_type="application/json"),
+    ],
+    ids=["json-string", "html-page", "broken-json"],
+)
+async def test_answer_that_is_not_a_completion_is_error(
+    srv: WireServer, clients: Any, how: str, reply: Any
+) -> None:
+    srv.script(reply)
+    res = await run(make(clients), request(), how)
+    assert (res.ok, res.code) == (False, "error")
 
 
 # -- Responses API ------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ __all__ = [
     "Raw",
     "Received",
     "SSEReply",
+    "TextReply",
     "WireServer",
     "serve",
     "sse",
@@ -55,6 +56,15 @@ class JSONReply:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class TextReply:
+    """A non-JSON answer (an HTML error page from a proxy, say)."""
+
+    text: str
+    status: int = 200
+    content_type: str = "text/html"
 
 
 @dataclass(frozen=True)
@@ -103,7 +113,7 @@ class Drop:
     """Close the connection without answering."""
 
 
-Reply = JSONReply | SSEReply | Drop
+Reply = JSONReply | TextReply | SSEReply | Drop
 
 
 def sse(data: Any, event: str | None = None) -> bytes:
@@ -143,6 +153,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._drop()
             elif isinstance(reply, SSEReply):
                 self._stream(reply)
+            elif isinstance(reply, TextReply):
+                self._text(reply)
             else:
                 self._json(reply)
         except (BrokenPipeError, ConnectionResetError, OSError):
@@ -161,6 +173,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("connection", "close")
         for key, value in reply.headers.items():
             self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _text(self, reply: TextReply) -> None:
+        data = reply.text.encode()
+        self.send_response(reply.status)
+        self.send_header("content-type", reply.content_type)
+        self.send_header("content-length", str(len(data)))
+        self.send_header("connection", "close")
         self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()

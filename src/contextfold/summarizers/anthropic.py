@@ -226,6 +226,14 @@ class AnthropicSummarizer(ProviderSummarizer):
 
     def _parse(self, response: Any) -> SummarizationResult:
         answered_by = field(response, "model") or self.model
+        if isinstance(response, (str, bytes)) or field(response, "content") is None:
+            preview = response if isinstance(response, str) else type(response).__name__
+            preview = " ".join(str(preview).split())[:120]
+            return SummarizationResult.failure(
+                f"anthropic: the server's answer is not a message: {preview!r}",
+                "error",
+                model=answered_by,
+            )
         texts: list[str] = []
         tool_called = False
         for block in field(response, "content") or []:

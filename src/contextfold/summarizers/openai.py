@@ -318,7 +318,9 @@ def _chat_finish(reason: Any) -> Finish | None:
 def _parse_chat(response: Any, model: str) -> SummarizationResult:
     answered_by = field(response, "model") or model
     usage = chat_usage(field(response, "usage"))
-    choices = field(response, "choices") or []
+    choices = field(response, "choices")
+    if isinstance(response, (str, bytes)) or choices is None:
+        return _not_an_answer(response, "chat completion", answered_by)
     if not choices:
         return SummarizationResult.failure(
             "openai: the answer has no choices", "empty", usage=usage, model=answered_by
@@ -480,7 +482,18 @@ def _response_verdict(
 
 
 def _parse_response(response: Any, model: str) -> SummarizationResult:
+    if isinstance(response, (str, bytes)) or field(response, "output") is None:
+        return _not_an_answer(response, "response object", model)
     return _response_verdict(response, model)
+
+
+def _not_an_answer(response: Any, expected: str, model: str) -> SummarizationResult:
+    """A 200 answer that is not what the API returns (a proxy's error page, say)."""
+    preview = response if isinstance(response, str) else type(response).__name__
+    preview = " ".join(str(preview).split())[:120]
+    return SummarizationResult.failure(
+        f"openai: the server's answer is not a {expected}: {preview!r}", "error", model=model
+    )
 
 
 class _ResponsesStream:
