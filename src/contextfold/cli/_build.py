@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import os
 from typing import Any
 
 from contextfold.cli._io import _PROVIDER_KEYS, EXIT_USAGE, UsageError
-from contextfold.errors import MissingExtraError, StoreError
+from contextfold.errors import ContextfoldError, MissingExtraError, StoreError
+from contextfold.strategies.base import Strategy
+from contextfold.summarizers.base import AsyncSummarizer, Summarizer
 from contextfold.tokens.base import TokenCounter
 
+#: Newest messages kept verbatim when ``--keep-recent`` is not given.
 DEFAULT_KEEP_RECENT = 6
+#: Messages folded into the running summary per ``Hybrid`` call.
 DEFAULT_CHUNK_SIZE = 10
-
-# -- building counters, summarizers and strategies -----------------------------------------
 
 
 def build_counter(spec: str) -> TokenCounter:
     """``approx``, ``approx:CHARS_PER_TOKEN``, ``tiktoken:ENCODING`` or ``tiktoken:MODEL``."""
     kind, _, arg = spec.partition(":")
     if kind == "approx":
-        from contextfold.tokens.approx import ApproxCounter
+        from contextfold.tokens import ApproxCounter
 
         if not arg:
             return ApproxCounter()
@@ -33,38 +33,37 @@ def build_counter(spec: str) -> TokenCounter:
                 code=EXIT_USAGE,
             ) from exc
     if kind == "tiktoken":
-        from contextfold import tokens
+        from contextfold.tokens import TiktokenCounter
 
-        cls: Any = getattr(tokens, "TiktokenCounter", None)
-        if cls is None:
-            raise UsageError("the tiktoken counter is not available in this build")
         try:
             if not arg:
-                counter: TokenCounter = cls()
-            elif arg.endswith("_base") or arg in ("gpt2", "o200k_harmony"):
-                counter = cls(encoding=arg)
-            else:
-                counter = cls(model=arg)
+                return TiktokenCounter()
+            if arg.endswith("_base") or arg in ("gpt2", "o200k_harmony"):
+                return TiktokenCounter(encoding=arg)
+            return TiktokenCounter(model=arg)
         except MissingExtraError:
             raise
         except ImportError as exc:
             raise MissingExtraError("the tiktoken counter", "tiktoken") from exc
         except (KeyError, ValueError) as exc:
             raise UsageError(f"--counter {spec}: unknown encoding or model ({exc})") from exc
-        return counter
     raise UsageError(
         f"--counter {spec}: expected approx, approx:CHARS_PER_TOKEN or tiktoken:ENCODING",
         code=EXIT_USAGE,
     )
 
 
-def build_summarizer(spec: str) -> Any:
-    """``extractive`` (offline) or ``openai:MODEL``, ``anthropic:MODEL``, ``litellm:MODEL``."""
-    kind, _, model = spec.partition(":")
-    from contextfold import summarizers
+def build_summarizer(spec: str) -> Summarizer | AsyncSummarizer:
+    """``extractive`` (offline) or ``openai:MODEL``, ``anthropic:MODEL``, ``litellm:MODEL``.
 
+    A provider summarizer is refused early, naming the environment variable, when its API
+    key is not set: better than a fallback on every call with an authentication error.
+    """
+    kind, _, model = spec.partition(":")
     if kind == "extractive":
-        return _construct(summarizers, "ExtractiveSummarizer")
+        from contextfold.summarizers import ExtractiveSummarizer
+
+        return ExtractiveSummarizer()
     if kind not in ("openai", "anthropic", "litellm"):
         raise UsageError(
             f"--summarizer {spec}: expected extractive, openai:MODEL, anthropic:MODEL "
@@ -88,84 +87,69 @@ def build_summarizer(spec: str) -> Any:
         if kind == "openai":
             import openai
 
-            return _construct(summarizers, "OpenAISummarizer", openai.OpenAI(), model=model)
+            from contextfold.summarizers import OpenAISummarizer
+
+            return OpenAISummarizer(openai.OpenAI(), model=model)
         if kind == "anthropic":
             import anthropic
 
-            return _construct(
-                summarizers, "AnthropicSummarizer", anthropic.Anthropic(), model=model
-            )
-        import litellm  # noqa: F401
+            from contextfold.summarizers import AnthropicSummarizer
 
-        return _construct(summarizers, "LiteLLMSummarizer", model=model)
+            return AnthropicSummarizer(anthropic.Anthropic(), model=model)
+        from contextfold.summarizers import LiteLLMSummarizer
+
+        return LiteLLMSummarizer(model=model)
     except MissingExtraError:
         raise
     except ImportError as exc:
         raise MissingExtraError(f"the {kind} summarizer", kind) from exc
 
 
-def _construct(module: Any, name: str, *args: Any, **kwargs: Any) -> Any:
-    cls = getattr(module, name, None)
-    if cls is None:
-        raise UsageError(f"{name} is not available in this build of contextfold")
-    return cls(*args, **kwargs)
-
-
-def _accepted(cls: Any, options: dict[str, Any]) -> dict[str, Any]:
-    """The subset of ``options`` that ``cls`` accepts as keywords."""
-    params = inspect.signature(cls).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return options
-    return {k: v for k, v in options.items() if k in params}
-
-
 def build_strategy(
     name: str,
     *,
     budget: int,
-    summarizer: Any | None,
+    summarizer: Summarizer | AsyncSummarizer | None,
     keep_recent: int | None,
-) -> Any:
-    """A strategy by its CLI name, configured for ``budget`` tokens."""
-    from contextfold import strategies
+) -> Strategy:
+    """A strategy by its command-line name, configured for ``budget`` tokens.
 
-    classes = {
-        "sliding": "SlidingWindow",
-        "summary": "Summarization",
-        "hybrid": "Hybrid",
-        "checkpoint": "Checkpoint",
-        "prune": "PruneToolOutputs",
-    }
-    cls = getattr(strategies, classes[name], None)
-    if cls is None:
-        try:  # the sliding window may live in its own module before it is re-exported
-            module = importlib.import_module(f"contextfold.strategies.{name}")
-            cls = getattr(module, classes[name])
-        except (ImportError, AttributeError):
-            raise UsageError(
-                f"the {name!r} strategy is not available in this build of contextfold"
-            ) from None
+    A summary is capped at a quarter of the budget so it leaves room for the recent messages
+    it sits next to. Pruning saves whatever it can (``min_savings=0``): a one-shot command
+    has no prompt cache to protect.
+    """
+    from contextfold import strategies as s
+
     recent = keep_recent if keep_recent is not None else DEFAULT_KEEP_RECENT
-    options: dict[str, Any] = {
-        "max_tokens": budget,
-        "keep_recent": recent,
-        "keep_recent_turns": recent,
-        "chunk_size": DEFAULT_CHUNK_SIZE,
-        # A summary never gets more than a quarter of the budget, so it leaves room for the
-        # recent messages it is meant to sit next to.
-        "max_output_tokens": max(32, budget // 4),
-        # A one-shot command has no prompt cache to protect, so any saving is worth pruning.
-        "min_savings": 0,
-    }
-    if summarizer is not None:
-        options["summarizer"] = summarizer
+    cap = max(32, budget // 4)
     try:
-        return cls(**_accepted(cls, options))
-    except (TypeError, ValueError) as exc:
+        if name == "sliding":
+            return s.SlidingWindow(budget)
+        if name == "prune":
+            return s.PruneToolOutputs(max_tokens=budget, keep_recent=recent, min_savings=0)
+        if summarizer is None:
+            raise UsageError(f"the {name!r} strategy needs a summarizer", code=EXIT_USAGE)
+        if name == "summary":
+            return s.Summarization(
+                budget, keep_recent=recent, summarizer=summarizer, max_output_tokens=cap
+            )
+        if name == "hybrid":
+            return s.Hybrid(
+                budget,
+                keep_recent=recent,
+                chunk_size=DEFAULT_CHUNK_SIZE,
+                summarizer=summarizer,
+                max_output_tokens=cap,
+            )
+        if name == "checkpoint":
+            return s.Checkpoint(summarizer, max_tokens=budget, max_output_tokens=cap)
+    except (ValueError, ContextfoldError) as exc:
         raise UsageError(f"cannot configure the {name!r} strategy: {exc}") from exc
+    raise UsageError(f"unknown strategy {name!r}", code=EXIT_USAGE)
 
 
 def open_store(url: str) -> Any:
+    """The store at ``url``; a malformed URL is a usage problem, not a traceback."""
     from contextfold import stores
 
     try:
