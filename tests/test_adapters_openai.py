@@ -645,3 +645,20 @@ async def test_checkpoint_strategy_on_a_tau_bench_conversation(
     assert not any("X1Y2Z3" in m.text for m in failed.messages)
     validate(failed.messages)
     assert history == before  # the caller's list is untouched
+
+
+async def test_azure_client_needs_its_async_twin_and_uses_max_completion_tokens(
+    srv: WireServer,
+) -> None:
+    azure = openai.AzureOpenAI(
+        api_key="az", api_version="2024-10-21", azure_endpoint=srv.url, max_retries=0
+    )
+    try:
+        s = OpenAISummarizer(azure, model="my-deployment", max_output_tokens=128)
+        assert s.build_request(request(), client=azure)["max_completion_tokens"] == 128
+        res = await s.asummarize(request())
+        assert (res.ok, res.code) == (False, "error")
+        assert "async_client" in (res.reason or "")
+        assert srv.requests == []
+    finally:
+        azure.close()

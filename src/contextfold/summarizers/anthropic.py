@@ -20,9 +20,11 @@ writes.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
+from contextfold.errors import ContextfoldError
 from contextfold.prompts import PromptSet, build_cache_aligned_messages, build_isolated_prompt
 from contextfold.summarizers._http_common import (
     Finish,
@@ -69,7 +71,8 @@ class AnthropicSummarizer(ProviderSummarizer):
         api_key: the key for a client created here.
         timeout: seconds per call when the request has no deadline.
         async_client: an ``anthropic.AsyncAnthropic`` client for :meth:`asummarize`; when
-            omitted, one is created from the same settings as the sync client.
+            omitted, one is created from the same settings as the sync client (for other
+            client classes, such as Bedrock's or Vertex's, pass both).
         stream: stream the answer (SSE); needed for very large ``max_output_tokens``.
         max_retries: SDK retries for clients created here; None keeps the SDK's default.
         temperature: sampling temperature.
@@ -118,6 +121,7 @@ class AnthropicSummarizer(ProviderSummarizer):
         self._client = client
         self._async_client = async_client
         self._owned: list[Any] = []
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"AnthropicSummarizer(model={self.model!r}, stream={self.stream})"
@@ -126,9 +130,16 @@ class AnthropicSummarizer(ProviderSummarizer):
 
     def _client_settings(self, other: Any) -> dict[str, Any]:
         if other is not None:
+            # Mirror the client the caller gave us, so sync and async talk to the same server.
+            if type(other).__name__ not in ("Anthropic", "AsyncAnthropic"):
+                raise ContextfoldError(
+                    f"cannot derive a twin of a {type(other).__name__} client; "
+                    "pass both client= and async_client="
+                )
             return {
                 "base_url": str(other.base_url),
                 "api_key": other.api_key,
+                "auth_token": getattr(other, "auth_token", None),
                 "max_retries": other.max_retries,
                 "timeout": other.timeout,
             }
@@ -144,18 +155,20 @@ class AnthropicSummarizer(ProviderSummarizer):
         return settings
 
     def _sync_client(self) -> Any:
-        if self._client is None:
-            sdk = import_extra("anthropic", "AnthropicSummarizer", "anthropic")
-            self._client = sdk.Anthropic(**self._client_settings(self._async_client))
-            self._owned.append(self._client)
-        return self._client
+        with self._lock:
+            if self._client is None:
+                sdk = import_extra("anthropic", "AnthropicSummarizer", "anthropic")
+                self._client = sdk.Anthropic(**self._client_settings(self._async_client))
+                self._owned.append(self._client)
+            return self._client
 
     def _async_client_(self) -> Any:
-        if self._async_client is None:
-            sdk = import_extra("anthropic", "AnthropicSummarizer", "anthropic")
-            self._async_client = sdk.AsyncAnthropic(**self._client_settings(self._client))
-            self._owned.append(self._async_client)
-        return self._async_client
+        with self._lock:
+            if self._async_client is None:
+                sdk = import_extra("anthropic", "AnthropicSummarizer", "anthropic")
+                self._async_client = sdk.AsyncAnthropic(**self._client_settings(self._client))
+                self._owned.append(self._async_client)
+            return self._async_client
 
     def close(self) -> None:
         """Close the sync client this summarizer created (clients passed in are left open)."""

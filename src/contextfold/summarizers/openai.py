@@ -20,6 +20,7 @@ one), so the provider serves the replayed prefix from cache.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -44,7 +45,8 @@ from contextfold.summarizers.base import SummarizationResult, SummaryRequest, Us
 
 __all__ = ["OpenAISummarizer"]
 
-_OFFICIAL_HOST = "api.openai.com"
+# Hosts that take ``max_completion_tokens`` (and whose reasoning models reject ``max_tokens``).
+_OFFICIAL_HOSTS = ("api.openai.com", "openai.azure.com")
 
 _CHAT_FINISH: dict[str, Finish] = {
     "stop": "stop",
@@ -74,13 +76,14 @@ class OpenAISummarizer(ProviderSummarizer):
             bounds the call instead, whichever is shorter).
         extra_body: extra JSON fields for the request body (server-specific options).
         async_client: an ``openai.AsyncOpenAI`` client for :meth:`asummarize`. When
-            omitted, one is created from the same settings as the sync client.
+            omitted, one is created from the same settings as the sync client (for other
+            client classes, such as Azure's, pass both).
         stream: stream the answer (SSE). Cancellation then acts between chunks, and
             a stream that breaks off is reported as ``truncated``.
         max_retries: SDK retries for clients created here; None keeps the SDK's default.
         prompts: the prompt set (see :mod:`contextfold.prompts`).
         max_tokens_param: the request field that carries the output cap. ``"auto"`` uses
-            ``max_completion_tokens`` on OpenAI itself (reasoning models reject
+            ``max_completion_tokens`` on OpenAI and Azure OpenAI (reasoning models reject
             ``max_tokens``) and ``max_tokens`` on other servers (which often know only
             that one). The Responses API always uses ``max_output_tokens``.
         isolate_cache: send a fresh ``prompt_cache_key`` with every isolated call.
@@ -140,6 +143,7 @@ class OpenAISummarizer(ProviderSummarizer):
         self._client = client
         self._async_client = async_client
         self._owned: list[Any] = []
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"OpenAISummarizer(model={self.model!r}, api={self.api!r}, stream={self.stream})"
@@ -150,8 +154,15 @@ class OpenAISummarizer(ProviderSummarizer):
         settings: dict[str, Any] = {}
         if other is not None:
             # Mirror the client the caller gave us, so sync and async talk to the same server.
+            if type(other).__name__ not in ("OpenAI", "AsyncOpenAI"):
+                raise ContextfoldError(
+                    f"cannot derive a twin of a {type(other).__name__} client; "
+                    "pass both client= and async_client="
+                )
             settings["base_url"] = str(other.base_url)
             settings["api_key"] = other.api_key
+            settings["organization"] = other.organization
+            settings["project"] = other.project
             settings["max_retries"] = other.max_retries
             settings["timeout"] = other.timeout
             return settings
@@ -166,18 +177,20 @@ class OpenAISummarizer(ProviderSummarizer):
         return settings
 
     def _sync_client(self) -> Any:
-        if self._client is None:
-            openai = import_extra("openai", "OpenAISummarizer", "openai")
-            self._client = openai.OpenAI(**self._client_settings(self._async_client))
-            self._owned.append(self._client)
-        return self._client
+        with self._lock:
+            if self._client is None:
+                openai = import_extra("openai", "OpenAISummarizer", "openai")
+                self._client = openai.OpenAI(**self._client_settings(self._async_client))
+                self._owned.append(self._client)
+            return self._client
 
     def _async_client_(self) -> Any:
-        if self._async_client is None:
-            openai = import_extra("openai", "OpenAISummarizer", "openai")
-            self._async_client = openai.AsyncOpenAI(**self._client_settings(self._client))
-            self._owned.append(self._async_client)
-        return self._async_client
+        with self._lock:
+            if self._async_client is None:
+                openai = import_extra("openai", "OpenAISummarizer", "openai")
+                self._async_client = openai.AsyncOpenAI(**self._client_settings(self._client))
+                self._owned.append(self._async_client)
+            return self._async_client
 
     def close(self) -> None:
         """Close the sync client this summarizer created (clients passed in are left open)."""
@@ -198,8 +211,10 @@ class OpenAISummarizer(ProviderSummarizer):
     # -- request -----------------------------------------------------------------------
 
     def _is_official(self, client: Any) -> bool:
+        if "Azure" in type(client).__name__:
+            return True
         url = str(getattr(client, "base_url", "") or self.base_url or "")
-        return not url or _OFFICIAL_HOST in url
+        return not url or any(host in url for host in _OFFICIAL_HOSTS)
 
     def build_request(self, request: SummaryRequest, *, client: Any = None) -> dict[str, Any]:
         """The keyword arguments of the SDK call for ``request`` (useful for inspection).
