@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from conftest import claude_code_main_sessions, claude_code_payload, require_data
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import BudgetError, ContextfoldError, PairingError
 from contextfold.formats import load
@@ -21,6 +20,7 @@ from contextfold.summarizers import ExtractiveSummarizer, SummaryRequest
 from contextfold.testing import FakeSummarizer
 from contextfold.tokens.approx import ApproxCounter
 from contextfold.turns import validate
+from shared_data import claude_code_main_sessions, claude_code_payload, require_data
 from strategy_checks import chat, check_invariants, dump, is_summary_message, snapshot
 
 COUNTER = ApproxCounter()
@@ -405,3 +405,83 @@ def test_locomo_conversation_keeps_every_invariant(data_dir: Path) -> None:
         result = check(history, Checkpoint(ExtractiveSummarizer(), max_tokens=int(total * frac)))
         assert result.checkpoint is not None
         assert result.fallback is None
+
+
+# -- retention targets (the figures bench/retention.py reports) ---------------------------------
+
+
+def _normalize(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", "", text.lower()).split())
+
+
+def test_locomo_answers_retained_at_ten_percent(data_dir: Path) -> None:
+    hits = total = 0
+    for sample in json.loads((data_dir / "locomo" / "locomo10.json").read_text()):
+        conv = sample["conversation"]
+        history = []
+        sessions = sorted(
+            (k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k[8:])
+        )
+        for key in sessions:
+            for j, turn in enumerate(conv[key]):
+                text = turn["text"]
+                if turn.get("blip_caption"):
+                    text += f" [shares {turn['blip_caption']}]"
+                if j == 0:
+                    text = f"[{conv[key + '_date_time']}] {text}"
+                role = "user" if turn["speaker"] == conv["speaker_a"] else "assistant"
+                history.append(
+                    Message(role, Message.user(text).parts, id=turn["dia_id"], name=turn["speaker"])
+                )
+        full = f" {_normalize(' '.join(m.text for m in history))} "
+        answers = [
+            a
+            for q in sample["qa"]
+            if q["category"] != 5 and "answer" in q
+            for a in [_normalize(str(q["answer"]))]
+            if a and f" {a} " in full
+        ]
+        budget = COUNTER.count_messages(history) // 10
+        strategy = Checkpoint(
+            ExtractiveSummarizer(max_output_tokens=budget),
+            max_tokens=budget,
+            keep_recent_tokens=budget // 5,
+        )
+        result = run(strategy, history, counter=COUNTER)
+        assert result.tokens <= budget
+        context = f" {_normalize(' '.join(m.text for m in result.messages))} "
+        hits += sum(1 for a in answers if f" {a} " in context)
+        total += len(answers)
+    assert hits / total >= 0.5
+
+
+def test_claude_code_paths_survive_at_claude_codes_own_budget() -> None:
+    require_data()
+    path_re = re.compile(r"(?<![\w.])(?:/?[\w.@-]+/)+[\w@-][\w.@-]*\.[A-Za-z0-9]{1,8}\b")
+    for path in claude_code_main_sessions():
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        own = next(r for r in records if r.get("isCompactSummary"))["message"]["content"]
+        own_text = own if isinstance(own, str) else " ".join(b.get("text", "") for b in own)
+        history = load(claude_code_payload(path), "anthropic")
+        # the span Claude Code compacted: everything before its own summary message
+        at = next(i for i, m in enumerate(history) if m.text.startswith(own_text[:200]))
+        span = history[:at]
+        cwd = next(r["cwd"] for r in records if r.get("cwd"))
+        counts: dict[str, int] = {}
+        for m in span:
+            body = re.sub(
+                r"[a-z][a-z+.-]*://\S+", " ", json.dumps(m.to_dict()["parts"]).replace("\\n", " ")
+            )
+            for p in path_re.findall(body):
+                p = p.removeprefix(cwd + "/")
+                counts[p] = counts.get(p, 0) + 1
+        wanted = [p for p, c in counts.items() if c >= 2]
+        assert len(wanted) >= 10
+        budget = len(own_text) // 4
+        result = ExtractiveSummarizer(max_output_tokens=budget).summarize(
+            SummaryRequest(tuple(span), kind="checkpoint")
+        )
+        assert result.ok
+        assert len(result.text) <= len(own_text)
+        kept = sum(1 for p in wanted if p in result.text)
+        assert kept / len(wanted) >= 0.9, (path.name, [p for p in wanted if p not in result.text])
