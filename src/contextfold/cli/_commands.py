@@ -35,13 +35,20 @@ from contextfold.errors import (
     StoreError,
     SummarizerError,
 )
+from contextfold.memory import ConversationMemory
 from contextfold.messages import Message
+from contextfold.strategies.base import Strategy, StrategyResult
 from contextfold.tokens.base import TokenCounter
 
 # -- command: compact ----------------------------------------------------------------------
 
 
 def _check_pairing(loaded: Loaded, repair: str | None) -> list[Message]:
+    """Refuse broken tool pairing up front, naming the message, unless asked to repair.
+
+    Sending a context with an orphaned tool result makes the provider answer 400; it is
+    better to say so on the input than to produce an unusable output.
+    """
     from contextfold import turns
 
     try:
@@ -142,14 +149,19 @@ def _print_stats(stats: dict[str, Any], *, stream: IO[str]) -> None:
     table("contextfold compact", ("", "value"), rows, stream=stream)
 
 
-def _run_plan(strategy: Any, history: Sequence[Message], counter: TokenCounter, ckpt: Any) -> Any:
+def _run_plan(
+    strategy: Strategy, history: Sequence[Message], counter: TokenCounter, ckpt: Any
+) -> StrategyResult:
+    """Run the strategy once with the sync driver (the command line has no event loop)."""
     from contextfold.strategies.base import run
 
     return run(strategy, history, counter=counter, checkpoint=ckpt)
 
 
-def _open_memory(url: str, conversation: str, strategy: Any, counter: TokenCounter) -> Any:
-    from contextfold.memory import ConversationMemory
+def _open_memory(
+    url: str, conversation: str, strategy: Strategy, counter: TokenCounter
+) -> ConversationMemory:
+    """The memory of a stored conversation; a bad URL is reported, not raised as a traceback."""
 
     try:
         return ConversationMemory.open(
@@ -193,6 +205,7 @@ def _compact_with_store(
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
+    """``compact``: the context that fits the budget, in the input's format, with stats."""
     loaded = load_conversation(args.file, fmt=args.format)
     messages = _check_pairing(loaded, args.repair)
     counter = build_counter(args.counter)
@@ -249,6 +262,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def preview(message: Message, width: int = 60) -> str:
+    """One line that says what a message is: its text, or the tools it calls or answers."""
     text = message.text
     if not text:
         calls = message.tool_calls
@@ -261,6 +275,7 @@ def preview(message: Message, width: int = 60) -> str:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    """``plan``: each message's fate and why, from a dry run that calls no summarizer."""
     from contextfold.strategies.base import dry_run
     from contextfold.turns import prefix_length
 
@@ -407,6 +422,7 @@ def conversation_stats(messages: Sequence[Message], counter: TokenCounter) -> di
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    """``stats``: where the tokens of one or more conversations go."""
     counter = build_counter(args.counter)
     results = []
     with progress("reading", len(args.files)) as advance:
@@ -477,6 +493,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+    """``convert``: the same conversation in another provider format."""
     loaded = load_conversation(args.file, fmt=args.format)
     envelope = loaded.envelope if args.to == loaded.format else None
     try:
@@ -491,6 +508,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_log_append(args: argparse.Namespace) -> int:
+    """``log append``: add one message (``--role``/``--text``) or a whole file to a log."""
     if args.file is not None and args.text is not None:
         raise UsageError("give either FILE or --text, not both", code=EXIT_USAGE)
     if args.file is None and args.text is None:
@@ -524,6 +542,7 @@ def cmd_log_append(args: argparse.Namespace) -> int:
 
 
 def cmd_log_show(args: argparse.Namespace) -> int:
+    """``log show``: the stored messages with their sequence numbers, and the checkpoints."""
     store = open_store(args.store)
     try:
         rows = store.read(args.conversation)
@@ -566,6 +585,7 @@ def cmd_log_show(args: argparse.Namespace) -> int:
 
 
 def cmd_log_list(args: argparse.Namespace) -> int:
+    """``log list``: the conversations of a store with their message counts."""
     store = open_store(args.store)
     try:
         ids = store.list_conversations()
@@ -585,6 +605,11 @@ def cmd_log_list(args: argparse.Namespace) -> int:
 
 
 def cmd_log_context(args: argparse.Namespace) -> int:
+    """``log context``: what an application would send now, built by ``ConversationMemory``.
+
+    Goes through the memory (not the strategy alone) so checkpoints are committed and
+    reused, and compaction is single-flight, exactly as in an application.
+    """
     counter = build_counter(args.counter)
     needs_summary = args.strategy in ("summary", "hybrid", "checkpoint")
     summarizer = build_summarizer(args.summarizer) if needs_summary else None
