@@ -133,7 +133,7 @@ def claude_code_sessions() -> list[tuple[str, list[Message]]]:
     if not base.is_dir():
         return []
     sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import claude_code_payload  # the data README's merge rules
+    from shared_data import claude_code_payload  # the data README's merge rules
 
     paths = sorted(p for p in base.glob("*.jsonl") if len(p.stem) > 30)
     return [

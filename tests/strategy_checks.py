@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -101,18 +98,7 @@ def dump(result: StrategyResult) -> list[dict[str, Any]]:
 
 
 def root_conftest() -> ModuleType:
-    """``tests/conftest.py`` as a module of its own name.
+    """The shared data helpers module (``tests/shared_data.py``)."""
+    import shared_data
 
-    ``from conftest import ...`` is ambiguous once a sub-folder has a conftest of its own
-    (``tests/stores``): whichever was imported last answers. Loading by path is not.
-    """
-    name = "_contextfold_root_conftest"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("conftest.py"))
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
+    return shared_data

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from bench import report
-from tests.conftest import ROOT
+
+from shared_data import ROOT
 
 MODULES = report.discover()
 

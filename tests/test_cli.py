@@ -17,17 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import (
+
+from contextfold import formats, turns
+from contextfold.messages import Message
+from contextfold.tokens.approx import ApproxCounter
+from shared_data import (
     ROOT,
     claude_code_main_sessions,
     claude_code_payload,
     require_data,
     swe_agent_openai,
 )
-
-from contextfold import formats, turns
-from contextfold.messages import Message
-from contextfold.tokens.approx import ApproxCounter
 
 EXAMPLES = ROOT / "examples"
 BIN = Path(sys.executable).parent / "contextfold"

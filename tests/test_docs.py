@@ -20,12 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.conftest import ROOT
 from tests.wire import JSONReply, WireServer
 from tests.wire import anthropic_server as anthropic_wire
 from tests.wire.openai_server import chat_completion
 
 from contextfold.cli import build_parser, main
+from shared_data import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)

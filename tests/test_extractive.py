@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import claude_code_main_sessions, claude_code_payload, require_data
 from contextfold.formats import load
 from contextfold.messages import Message, ToolCallPart
 from contextfold.prompts import CHECKPOINT_SECTIONS
 from contextfold.summarizers import ExtractiveSummarizer, SummaryRequest
 from contextfold.testing import FixedCounter
 from contextfold.tokens.approx import ApproxCounter
+from shared_data import claude_code_main_sessions, claude_code_payload, require_data
 
 
 def coding_span() -> tuple[Message, ...]:

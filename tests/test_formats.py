@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from conftest import DATA, claude_code_payload, require_data, swe_agent_openai
 from contextfold import formats, turns
 from contextfold.errors import FormatError
 from contextfold.formats import anthropic, openai_chat, openai_responses
 from contextfold.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart
+from shared_data import DATA, claude_code_payload, require_data, swe_agent_openai
 
 CLAUDE_FILES = sorted(
     str(p.relative_to(DATA / "claude-code-sessions"))

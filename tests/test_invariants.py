@@ -18,7 +18,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import claude_code_main_sessions, claude_code_payload, swe_agent_openai
 from contextfold import formats
 from contextfold.errors import BudgetError
 from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
@@ -29,6 +28,7 @@ from contextfold.tokens.approx import ApproxCounter
 from contextfold.tokens.base import TokenCounter
 from contextfold.transforms import keep_last_messages, keep_last_with_summary, trim_to_token_budget
 from contextfold.turns import group_turns, prefix_length, units, validate
+from shared_data import claude_code_main_sessions, claude_code_payload, swe_agent_openai
 
 T = TypeVar("T")
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
