@@ -90,7 +90,7 @@ def test_over_budget_folds_into_one_framed_checkpoint() -> None:
     assert isinstance(record, CheckpointRecord)
     assert record.strategy == "checkpoint"
     assert record.tokens_after == result.tokens < record.tokens_before
-    assert record.prompt_hash
+    assert record.prompt_hash == "extractive-1"
     assert record.model == "extractive"
     covered = [m.id for m in history].index(record.last_covered_id)
     assert record.first_kept_id == history[covered + 1].id
@@ -485,3 +485,12 @@ def test_claude_code_paths_survive_at_claude_codes_own_budget() -> None:
         assert len(result.text) <= len(own_text)
         kept = sum(1 for p in wanted if p in result.text)
         assert kept / len(wanted) >= 0.9, (path.name, [p for p in wanted if p not in result.text])
+
+
+def test_an_oversized_tail_budget_still_leaves_room_for_the_checkpoint() -> None:
+    history = agent_session(12)
+    result = check(
+        history, Checkpoint(ExtractiveSummarizer(), max_tokens=BUDGET, keep_recent_tokens=10**6)
+    )
+    assert result.fallback is None
+    assert result.checkpoint is not None

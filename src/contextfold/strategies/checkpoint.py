@@ -171,11 +171,21 @@ class Checkpoint:
     # -- planning -------------------------------------------------------------------------------
 
     def _tail_start(
-        self, history: Sequence[Message], cuts: Sequence[int], base_from: int, counter: TokenCounter
+        self,
+        history: Sequence[Message],
+        cuts: Sequence[int],
+        base_from: int,
+        counter: TokenCounter,
+        prefix_tokens: int,
     ) -> int:
-        """Where the verbatim tail starts: within the tail budget, at a turn start if any."""
+        """Where the verbatim tail starts: within the tail budget, at a turn start if any.
+
+        The tail never takes more than three quarters of what the prefix leaves, so a
+        ``keep_recent_tokens`` larger than the budget still leaves room for the checkpoint.
+        """
         n = len(history)
-        k = fit_tail(history, cuts, self.keep_recent_tokens, counter, floor=base_from)
+        keep = min(self.keep_recent_tokens, max(0, (self.max_tokens - prefix_tokens) * 3 // 4))
+        k = fit_tail(history, cuts, keep, counter, floor=base_from)
         if k >= n:
             # Not even the newest unit fits the tail budget: keep the newest unit anyway.
             j = bisect.bisect_left(cuts, n) - 1
@@ -312,7 +322,8 @@ class Checkpoint:
                 notes=[*notes, f"fell back: {reason}; {how}"],
             )
 
-        k = self._tail_start(history, cuts, base_from, counter)
+        prefix_tokens = counter.count_messages(history[:p])
+        k = self._tail_start(history, cuts, base_from, counter, prefix_tokens)
         if k <= base_from:
             return fallback("nothing older than the recent tail is left to fold", None)
         if self.guard.tripped:
@@ -329,7 +340,6 @@ class Checkpoint:
         split = turn_start < k
 
         # Room for the checkpoint next to the prefix and the tail.
-        prefix_tokens = counter.count_messages(history[:p])
         tail_tokens = counter.count_messages(history[k:])
         frame = summary_message_tokens("", placement, counter)
         room = self.max_tokens - prefix_tokens - tail_tokens - frame
@@ -541,7 +551,11 @@ def _with_file_lists(text: str, read: set[str], modified: set[str]) -> str:
 
 
 def _prompt_hash(summarizer: object) -> str:
+    """What produced the text: the summarizer's own fingerprint, else its prompt set's hash."""
     from contextfold.prompts import PromptSet, prompt_hash
 
+    own = getattr(summarizer, "prompt_hash", None)
+    if isinstance(own, str):
+        return own
     prompts = getattr(summarizer, "prompts", None)
     return prompt_hash(prompts if isinstance(prompts, PromptSet) else None)

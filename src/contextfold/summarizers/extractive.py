@@ -269,6 +269,10 @@ class ExtractiveSummarizer:
     across compactions.
     """
 
+    #: Fingerprint recorded in checkpoints in place of a prompt hash (no prompt is used);
+    #: bumped when the extraction rules change what a summary contains.
+    prompt_hash = "extractive-1"
+
     def __init__(
         self,
         *,
