@@ -209,3 +209,15 @@ def test_postgres_rejects_unsafe_schema_names(schema: str) -> None:
 
     with pytest.raises(StoreError, match="schema"):
         PostgresStore("postgresql://localhost/db", schema=schema)
+
+
+def test_sqlite_without_returning_support(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SQLite before 3.35 has no RETURNING: the counter is read back in the same transaction.
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 31, 1))
+    store = SQLiteStore(tmp_path / "old.db")
+    assert "RETURNING" not in store._dialect.bump
+    assert store.append("c", [Message.user("a"), Message.user("b")]) == [1, 2]
+    assert store.append("d", [Message.user("x")]) == [1]
+    assert store.append("c", [Message.user("c")]) == [3]
+    assert [s.message.text for s in store.read("c")] == ["a", "b", "c"]
+    store.close()

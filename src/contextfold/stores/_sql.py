@@ -69,6 +69,7 @@ class Dialect:
     migration_lock: str | None
     bump: str
     bump_returns: bool
+    select_key_and_last: str
     select_last_seq: str
     lock_conversation: str
     insert_messages: str
@@ -93,11 +94,13 @@ def _sqlite_migrations() -> tuple[Migration, ...]:
             1,
             "0001_initial_log",
             (
+                # Messages are keyed by the conversation's integer ``num``: a smaller,
+                # faster key than repeating the text id in every row.
                 "CREATE TABLE IF NOT EXISTS contextfold_conversations ("
-                " id TEXT PRIMARY KEY, last_seq INTEGER NOT NULL)",
+                " num INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, last_seq INTEGER NOT NULL)",
                 "CREATE TABLE IF NOT EXISTS contextfold_messages ("
-                " conversation_id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,"
-                " PRIMARY KEY (conversation_id, seq)) WITHOUT ROWID",
+                " conversation INTEGER NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,"
+                " PRIMARY KEY (conversation, seq)) WITHOUT ROWID",
                 "CREATE TABLE IF NOT EXISTS contextfold_checkpoints ("
                 " conversation_id TEXT NOT NULL, n INTEGER NOT NULL, id TEXT NOT NULL,"
                 " data TEXT NOT NULL, PRIMARY KEY (conversation_id, n))",
@@ -131,18 +134,20 @@ def sqlite_dialect() -> Dialect:
         bump=(
             "INSERT INTO contextfold_conversations (id, last_seq) VALUES (?, ?)"
             " ON CONFLICT (id) DO UPDATE SET last_seq = last_seq + excluded.last_seq"
-            + (" RETURNING last_seq" if returning else "")
+            + (" RETURNING num, last_seq" if returning else "")
         ),
         bump_returns=returning,
+        select_key_and_last="SELECT num, last_seq FROM contextfold_conversations WHERE id = ?",
         select_last_seq="SELECT last_seq FROM contextfold_conversations WHERE id = ?",
         lock_conversation="SELECT last_seq FROM contextfold_conversations WHERE id = ?",
         insert_messages=(
-            "INSERT INTO contextfold_messages (conversation_id, seq, data) VALUES (?, ?, ?)"
+            "INSERT INTO contextfold_messages (conversation, seq, data) VALUES (?, ?, ?)"
         ),
         insert_uses_arrays=False,
         select_messages=(
-            "SELECT seq, data FROM contextfold_messages"
-            " WHERE conversation_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+            "SELECT seq, data FROM contextfold_messages WHERE conversation ="
+            " (SELECT num FROM contextfold_conversations WHERE id = ?)"
+            " AND seq > ? ORDER BY seq LIMIT ?"
         ),
         no_limit=-1,
         select_latest_checkpoint_id=(
@@ -161,7 +166,8 @@ def sqlite_dialect() -> Dialect:
         ),
         select_conversations="SELECT id FROM contextfold_conversations ORDER BY id",
         delete_statements=(
-            "DELETE FROM contextfold_messages WHERE conversation_id = ?",
+            "DELETE FROM contextfold_messages WHERE conversation ="
+            " (SELECT num FROM contextfold_conversations WHERE id = ?)",
             "DELETE FROM contextfold_checkpoints WHERE conversation_id = ?",
             "DELETE FROM contextfold_locks WHERE conversation_id = ?",
             "DELETE FROM contextfold_conversations WHERE id = ?",
@@ -225,9 +231,10 @@ def postgres_dialect(schema: str) -> Dialect:
         bump=(
             f"INSERT INTO {conv} AS c (id, last_seq) VALUES (%s, %s)"
             " ON CONFLICT (id) DO UPDATE SET last_seq = c.last_seq + EXCLUDED.last_seq"
-            " RETURNING last_seq"
+            " RETURNING id, last_seq"
         ),
         bump_returns=True,
+        select_key_and_last=f"SELECT id, last_seq FROM {conv} WHERE id = %s",
         select_last_seq=f"SELECT last_seq FROM {conv} WHERE id = %s",
         lock_conversation=f"SELECT last_seq FROM {conv} WHERE id = %s FOR UPDATE",
         insert_messages=(
@@ -317,15 +324,15 @@ def op_append(d: Dialect, conversation_id: str, payloads: Sequence[str]) -> Op[l
         return list(range(last - count + 1, last + 1))
     rows = yield Query(d.bump, (conversation_id, count))
     if not d.bump_returns:
-        rows = yield Query(d.select_last_seq, (conversation_id,))
-    last = int(rows[0][0])
+        rows = yield Query(d.select_key_and_last, (conversation_id,))
+    key, last = rows[0][0], int(rows[0][1])
     first = last - count + 1
     if d.insert_uses_arrays:
-        yield Query(d.insert_messages, (conversation_id, list(range(first, last + 1)), payloads))
+        yield Query(d.insert_messages, (key, list(range(first, last + 1)), payloads))
     else:
         yield Query(
             d.insert_messages,
-            [(conversation_id, first + i, p) for i, p in enumerate(payloads)],
+            [(key, first + i, p) for i, p in enumerate(payloads)],
             many=True,
         )
     return list(range(first, last + 1))
