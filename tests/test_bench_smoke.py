@@ -2,13 +2,12 @@
 
 The figures of a tiny run mean nothing; what is checked is that each benchmark exits cleanly,
 prints a Markdown table and writes its raw figures, so none of them rots between real runs.
+Figures of an earlier real run in ``bench/out`` are put back after each tiny run.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,27 @@ from bench import report
 from shared_data import ROOT
 
 MODULES = report.discover()
+_RUNS: dict[str, report.Outcome] = {}
+
+
+def tiny_run(module: str) -> report.Outcome:
+    """Run ``module`` at tiny size once per session; restore the figures it replaced."""
+    if module in _RUNS:
+        return _RUNS[module]
+    out = ROOT / "bench" / "out" / f"{report.short_name(module)}.json"
+    saved = out.read_bytes() if out.exists() else None
+    before = out.stat().st_mtime if out.exists() else 0.0
+    try:
+        outcome = report.run_module(module, tiny=True, timeout=300)
+        assert outcome.ok, outcome.stderr[-3000:]
+        assert out.exists()
+        assert out.stat().st_mtime > before, "the benchmark did not write its figures"
+        json.loads(out.read_text())
+    finally:
+        if saved is not None:
+            out.write_bytes(saved)
+    _RUNS[module] = outcome
+    return outcome
 
 
 def test_every_benchmark_is_discovered() -> None:
@@ -26,54 +46,38 @@ def test_every_benchmark_is_discovered() -> None:
 
 @pytest.mark.parametrize("module", MODULES)
 def test_benchmark_runs_tiny(module: str) -> None:
-    out = ROOT / "bench" / "out" / f"{report.short_name(module)}.json"
-    before = out.stat().st_mtime if out.exists() else 0.0
-    outcome = report.run_module(module, tiny=True, timeout=300)
-    assert outcome.ok, outcome.stderr[-3000:]
-    assert "|" in outcome.stdout
+    outcome = tiny_run(module)
+    assert outcome.tiny
+    assert "|" in outcome.stdout  # a Markdown table
     assert "---" in outcome.stdout
-    assert out.exists()
-    assert out.stat().st_mtime > before
-    json.loads(out.read_text())
 
 
-def test_report_renders_tables_charts_machine_and_failures(tmp_path: Path) -> None:
-    # Rebuild from whatever figures bench/out holds (the tiny runs above, or a real run).
-    target = tmp_path / "BENCHMARKS.md"
-    charts = tmp_path / "charts"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.report",
-            "--no-run",
-            "--output",
-            str(target),
-            "--charts",
-            str(charts),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    text = target.read_text()
+def test_report_renders_tables_charts_machine_and_failures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(report, "_chart_dir", tmp_path / "charts")
+    outcomes = []
+    for module in MODULES:
+        outcome = tiny_run(module)
+        outcome.charts, problem = report.make_charts(report.short_name(module))
+        assert problem is None, problem
+        outcomes.append(outcome)
+    text = report.render(outcomes, tiny=True, machine_info=report.machine(), base=tmp_path)
     for section in ("## Reproduce", "## Machine", "## Versions", "langchain-core", "openai-agents"):
         assert section in text
+    assert "`--tiny` runs" in text
     for module in MODULES:
-        assert f"python -m bench.{module}" in text
-    pngs = sorted(charts.glob("*.png"))
-    assert pngs, proc.stderr
+        assert f"python -m bench.{module} --tiny" in text
+    pngs = sorted((tmp_path / "charts").glob("*.png"))
+    assert len(pngs) >= len(MODULES)
     for png in pngs:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        assert f"charts/{png.name}" in text
+        assert f"](charts/{png.name})" in text
 
     failed = report.Outcome(
         "bench_x", "python -m bench.bench_x", 1.0, 2, "", "boom\nValueError: bad"
     )
-    page = report.render([failed], tiny=True, machine_info=report.machine())
+    page = report.render([failed], tiny=False, machine_info=report.machine())
     assert "**Failed** (exit code 2)" in page
     assert "ValueError: bad" in page
-    assert "--tiny" in page
+    assert "`--tiny` runs" not in page
