@@ -221,3 +221,41 @@ def test_sqlite_without_returning_support(tmp_path: Path, monkeypatch: pytest.Mo
     assert store.append("c", [Message.user("c")]) == [3]
     assert [s.message.text for s in store.read("c")] == ["a", "b", "c"]
     store.close()
+
+
+@pytest.mark.parametrize("autocommit", [False, True])
+def test_postgres_accepts_an_existing_connection(postgres_backend: Any, autocommit: bool) -> None:
+    import psycopg
+
+    from contextfold.checkpoints import CheckpointRecord
+    from contextfold.stores import PostgresStore
+
+    conn = psycopg.connect(postgres_backend.url, autocommit=autocommit)
+    store = PostgresStore(conn, schema=postgres_backend.options["schema"])
+    assert store.append("c", [Message.user("x"), Message.user("y")]) == [1, 2]
+    record = CheckpointRecord(summary="s", last_covered_id="m", last_covered_seq=2)
+    store.append_checkpoint("c", record, expected_previous=None)
+    with pytest.raises(StoreError):
+        store.append_checkpoint("c", record, expected_previous=None)
+    assert store.append("c", [Message.user("z")]) == [3]  # usable after a rejected commit
+    with store.compaction_lock("c", ttl=10) as taken, store.compaction_lock("c") as again:
+        assert (taken, again) == (True, False)
+    store.close()
+    assert not conn.closed
+    other = postgres_backend.open()
+    assert [s.message.text for s in other.read("c")] == ["x", "y", "z"]
+    conn.close()
+
+
+async def test_postgres_accepts_an_existing_async_connection(postgres_backend: Any) -> None:
+    import psycopg
+
+    from contextfold.stores import PostgresStore
+
+    conn = await psycopg.AsyncConnection.connect(postgres_backend.url)
+    store = PostgresStore(conn, schema=postgres_backend.options["schema"])
+    assert await store.aappend("c", [Message.user("x")]) == [1]
+    assert [s.seq for s in await store.aread("c")] == [1]
+    await store.aclose()
+    assert not conn.closed
+    await conn.close()

@@ -87,14 +87,69 @@ def _empty() -> Op[list[int]]:
     yield  # pragma: no cover  (makes this a generator)
 
 
+def _conninfo_of(conn: Any) -> str:
+    """Connection string of an open connection, password included (for the lock's own)."""
+    from psycopg.conninfo import make_conninfo
+
+    password = conn.info.password
+    return make_conninfo(conn.info.dsn, password=password) if password else str(conn.info.dsn)
+
+
+class _OneConnection:
+    """A caller's single connection behind the pool interface: one operation at a time.
+
+    Like a pool's connection, each operation is committed at the end (or rolled back on
+    error) unless the connection is in autocommit mode.
+    """
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        with self._lock:
+            try:
+                yield self._conn
+            except BaseException:
+                if not self._conn.autocommit and not self._conn.closed:
+                    self._conn.rollback()
+                raise
+            if not self._conn.autocommit:
+                self._conn.commit()
+
+
+class _OneAsyncConnection:
+    """The async twin of :class:`_OneConnection`."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self._lock: asyncio.Lock | None = None
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[Any]:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            try:
+                yield self._conn
+            except BaseException:
+                if not self._conn.autocommit and not self._conn.closed:
+                    await self._conn.rollback()
+                raise
+            if not self._conn.autocommit:
+                await self._conn.commit()
+
+
 class PostgresStore:
     """The append-only log in PostgreSQL tables (sync and async).
 
     Args:
-        target: a ``postgresql://`` URL (or libpq conninfo string), or an existing
-            ``psycopg_pool.ConnectionPool`` / ``AsyncConnectionPool``. A pool passed in is
-            used as is and not closed; the other flavour, if needed, is built from its
-            conninfo.
+        target: a ``postgresql://`` URL (or libpq conninfo string), an open
+            ``psycopg.Connection`` / ``AsyncConnection`` (used for one operation at a time,
+            each committed), or a ``psycopg_pool.ConnectionPool`` / ``AsyncConnectionPool``.
+            A connection or pool passed in is not closed by the store; the other flavour, if
+            the store needs it, is built from its connection string.
         schema: the PostgreSQL schema holding the tables (created when missing), so several
             applications or test runs can share a database.
         min_size: connections each pool keeps open.
@@ -134,10 +189,16 @@ class PostgresStore:
         elif isinstance(target, psycopg_pool.AsyncConnectionPool):
             self._apool, self._owns_apool = target, False
             self._conninfo, self._kwargs = target.conninfo, dict(target.kwargs or {})
+        elif isinstance(target, psycopg.Connection):
+            self._pool, self._owns_pool = _OneConnection(target), False
+            self._conninfo = _conninfo_of(target)
+        elif isinstance(target, psycopg.AsyncConnection):
+            self._apool, self._owns_apool = _OneAsyncConnection(target), False
+            self._conninfo = _conninfo_of(target)
         else:
             raise StoreError(
-                "PostgresStore expects a postgresql:// URL or a psycopg_pool pool, "
-                f"got {type(target).__name__}"
+                "PostgresStore expects a postgresql:// URL, a psycopg connection or a "
+                f"psycopg_pool pool, got {type(target).__name__}"
             )
         self._where = f"PostgreSQL {redact_url(self._conninfo)!r} (schema {schema!r})"
         self._init_lock = threading.Lock()
