@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import BudgetError, ContextfoldError, PairingError
@@ -17,11 +19,12 @@ from contextfold.prompts import build_cache_aligned_messages
 from contextfold.strategies.base import arun, run
 from contextfold.strategies.checkpoint import Checkpoint
 from contextfold.summarizers import ExtractiveSummarizer, SummaryRequest
-from contextfold.testing import FakeSummarizer
+from contextfold.testing import FakeSummarizer, FixedCounter
 from contextfold.tokens.approx import ApproxCounter
-from contextfold.turns import validate
+from contextfold.turns import prefix_length, validate
 from shared_data import claude_code_main_sessions, claude_code_payload, require_data
 from strategy_checks import chat, check_invariants, dump, is_summary_message, snapshot
+from test_strategy_properties import conversations, floor_tokens, summarizers
 
 COUNTER = ApproxCounter()
 BUDGET = 1500  # agent_session(12) is about 2900 tokens
@@ -494,3 +497,67 @@ def test_an_oversized_tail_budget_still_leaves_room_for_the_checkpoint() -> None
     )
     assert result.fallback is None
     assert result.checkpoint is not None
+
+
+# -- properties over generated conversations ----------------------------------------------------
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    history=conversations(),
+    summarizer=summarizers,
+    extra=st.integers(0, 300),
+    keep=st.integers(0, 200),
+    mode=st.sampled_from(["isolated", "cache_aligned"]),
+)
+def test_invariants_hold_for_any_conversation(
+    history: list[Message], summarizer: FakeSummarizer, extra: int, keep: int, mode: str
+) -> None:
+    counter = FixedCounter(4)
+    budget = floor_tokens(history, counter) + extra
+    strategy = Checkpoint(summarizer, max_tokens=budget, keep_recent_tokens=keep, mode=mode)  # type: ignore[arg-type]
+    before = snapshot(history)
+    result = run(strategy, history, counter=counter)
+    check_invariants(history, before, result, counter=counter, max_tokens=budget)
+    assert dump(result) == dump(
+        run(
+            Checkpoint(summarizer, max_tokens=budget, keep_recent_tokens=keep),
+            history,
+            counter=counter,
+        )
+    )
+    if result.checkpoint is None or result.dropped_ranges:
+        return  # (messages dropped beside the checkpoint come back, and are folded, next time)
+    # a checkpoint handed back is reused while nothing was added
+    fresh = FakeSummarizer()
+    again = run(
+        Checkpoint(fresh, max_tokens=budget), history, counter=counter, checkpoint=result.checkpoint
+    )
+    assert fresh.calls == 0
+    assert dump(again) == dump(result)
+    # a memory passes only the prefix and what follows the checkpoint: same context
+    p = prefix_length(history)
+    covered = [m.id for m in history].index(result.checkpoint.last_covered_id)
+    short = [*history[:p], *history[covered + 1 :]]
+    memo = run(
+        Checkpoint(fresh, max_tokens=budget), short, counter=counter, checkpoint=result.checkpoint
+    )
+    assert fresh.calls == 0
+    assert dump(memo) == dump(result)
+
+
+def test_budget_below_the_floor_raises_before_any_call() -> None:
+    history = agent_session(3)
+    counter = FixedCounter(4)
+    fake = FakeSummarizer()
+    with pytest.raises(BudgetError):
+        run(
+            Checkpoint(fake, max_tokens=floor_tokens(history, counter) - 1),
+            history,
+            counter=counter,
+        )
+    assert fake.calls == 0
