@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from contextfold.cli._commands import (
@@ -118,7 +119,9 @@ def _add_strategy(p: argparse.ArgumentParser, *, summarizer: bool = True) -> Non
         type=_positive,
         default=None,
         metavar="N",
-        help="recent turns to keep verbatim (strategy default when omitted)",
+        help="newest messages never summarized (summary, hybrid) or newest tool results "
+        "never cleared (prune); default 6. The checkpoint strategy keeps a quarter of the "
+        "budget instead",
     )
     if summarizer:
         p.add_argument(
@@ -141,8 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="contextfold",
-        description="Fit LLM conversations into a token budget: trim pair-safely, fold old "
-        "turns into summaries, and report what it saved.",
+        description=textwrap.fill(
+            "Fit LLM conversations into a token budget: trim pair-safely, fold old turns "
+            "into summaries, and report what it saved.",
+            80,
+        ),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -153,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(
             name,
             help=help_text,
-            description=description,
+            description=textwrap.fill(description, 80),
             epilog=_EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
@@ -240,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
         q = log_sub.add_parser(
             name,
             help=help_text,
-            description=help_text[0].upper() + help_text[1:] + ".",
+            description=textwrap.fill(help_text[0].upper() + help_text[1:] + ".", 80),
             epilog=_EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
