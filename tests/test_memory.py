@@ -159,7 +159,10 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     from contextfold.stores import open_store
 
     s = open_store(url)
+    before = set(s.list_conversations())
     yield s
+    for cid in set(s.list_conversations()) - before:  # leave the shared server as it was
+        s.delete(cid)
     s.close()
 
 
@@ -1030,9 +1033,9 @@ def test_open_fails_cleanly_on_a_bad_url() -> None:
 def test_swe_agent_trajectory_windows_match_the_full_history(data_dir: Path) -> None:
     """A real coding-agent trajectory, built step by step: every windowed build equals the
     sliding window over the whole history, and every context keeps its tool pairs."""
-    from conftest import swe_agent_openai
     from contextfold.formats import openai_chat
     from contextfold.turns import safe_cut_points, validate
+    from shared_data import swe_agent_openai
 
     path = data_dir / "swe-agent-trajectories" / "marshmallow-1867__function_calling.traj"
     history = openai_chat.load(swe_agent_openai(path))
