@@ -266,7 +266,7 @@ def test_list_and_delete(store: Any) -> None:
 # -- bad arguments ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", ["", 7, None, b"bytes"])
+@pytest.mark.parametrize("bad", ["", 7, None, b"bytes", "nul\x00", "half \ud800"])
 def test_bad_conversation_id_is_a_store_error(store: Any, bad: Any) -> None:
     with pytest.raises(StoreError, match="conversation id"):
         store.append(bad, users(1))
@@ -286,7 +286,9 @@ def test_bad_items_store_nothing(store: Any) -> None:
     assert store.last_seq(c) == 1
 
 
-@pytest.mark.parametrize(("after_seq", "limit"), [(-1, None), (0, -2), ("3", None), (1.5, 2)])
+@pytest.mark.parametrize(
+    ("after_seq", "limit"), [(-1, None), (0, -2), ("3", None), (1.5, 2), (True, None), (0, 2**64)]
+)
 def test_bad_read_arguments(store: Any, after_seq: Any, limit: Any) -> None:
     with pytest.raises(StoreError):
         store.read(cid(), after_seq=after_seq, limit=limit)

@@ -39,6 +39,7 @@ _dumps_ascii = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
 _loads = json.loads
 # The C string scanner behind json.loads (public in the module, absent from the stubs).
 _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+_MAX_SEQ = 2**62
 _TEXT_HEAD = f'{{"v":{MESSAGE_FORMAT_VERSION},"id":'
 
 
@@ -75,6 +76,13 @@ def check_conversation_id(conversation_id: object) -> str:
         raise StoreError(f"conversation id must be a non-empty string, got {conversation_id!r}")
     if "\x00" in conversation_id:
         raise StoreError(f"conversation id must not contain NUL characters: {conversation_id!r}")
+    if not conversation_id.isascii():
+        try:
+            conversation_id.encode()
+        except UnicodeEncodeError as exc:
+            raise StoreError(
+                f"conversation id must be valid Unicode text: {conversation_id!r}"
+            ) from exc
     return conversation_id
 
 
@@ -84,6 +92,8 @@ def check_read_args(after_seq: object, limit: object) -> None:
         raise StoreError(f"after_seq must be an integer >= 0, got {after_seq!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise StoreError(f"limit must be None or an integer >= 0, got {limit!r}")
+    if after_seq >= _MAX_SEQ or (limit is not None and limit >= _MAX_SEQ):
+        raise StoreError(f"after_seq and limit must be below 2**62, got {after_seq}, {limit}")
 
 
 def check_ttl(ttl: object) -> float:

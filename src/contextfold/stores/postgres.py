@@ -155,6 +155,8 @@ class PostgresStore:
         min_size: connections each pool keeps open.
         max_size: the most connections each pool opens.
         connect_timeout: seconds to wait for the server before raising :class:`StoreError`.
+
+    The async pool belongs to the event loop that first used it: use one store per loop.
     """
 
     def __init__(

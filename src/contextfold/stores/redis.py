@@ -121,6 +121,8 @@ class RedisStore:
             such a store offers only the API of that client's flavour).
         key_prefix: prefix of every key, so several applications can share a database.
         connect_timeout: seconds to wait for the server before raising :class:`StoreError`.
+
+    The asyncio client belongs to the event loop that first used it: use one store per loop.
     """
 
     def __init__(
