@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 from typing import Any
 
@@ -329,3 +330,51 @@ def test_responses_round_trip_and_convert(items: list[dict[str, Any]]) -> None:
         converted = formats.load(dumped, name)
         turns.validate(converted)
         assert _call_ids(converted) == _call_ids(messages)
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _paths(v, (*prefix, i))
+    return out
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> Any:
+    """A well-formed payload of any format with a few values replaced or keys removed."""
+    payload = copy.deepcopy(
+        draw(st.one_of(chat_conversations(), anthropic_bodies(), responses_items()))
+    )
+    for _ in range(draw(st.integers(1, 3))):
+        paths = [p for p in _paths(payload) if p]
+        if not paths:
+            break
+        path = draw(st.sampled_from(paths))
+        parent = payload
+        for key in path[:-1]:
+            parent = parent[key]
+        if isinstance(parent, dict) and draw(st.booleans()):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = draw(json_like)
+    return payload
+
+
+@FAST
+@given(mutated())
+def test_mutated_payloads_raise_only_format_errors(payload: Any) -> None:
+    with contextlib.suppress(FormatError):
+        formats.detect(payload)
+    for load in LOADERS:
+        with contextlib.suppress(FormatError):
+            load(payload, strict=True)
+        try:
+            messages = load(payload)
+        except FormatError:
+            continue
+        for name in formats.FORMAT_NAMES:
+            json.dumps(formats.dump(messages, name))
