@@ -696,6 +696,46 @@ def test_windowed_reads_build_what_the_full_history_builds(
         assert ctx.stats.total_tokens == reader.counter.count_messages(full)
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    plan=st.lists(
+        st.tuples(st.sampled_from(["chat", "tools"]), st.integers(1, 12)), min_size=1, max_size=6
+    ),
+    budget=st.integers(250, 900),
+)
+def test_hybrid_through_memory_matches_a_direct_run(
+    plan: list[tuple[str, int]], budget: int
+) -> None:
+    """Built step by step through the store, with checkpoints committed and reused, the
+    context is what the strategy builds from the full history and the same checkpoint."""
+    store = InMemoryStore()
+    memory = ConversationMemory(
+        strategy=hybrid(FakeSummarizer(SUMMARY), budget), store=store, conversation_id="c"
+    )
+    full: list[Message] = [Message.system("You are a support agent.")]
+    memory.add(full[0])
+    for kind, n in plan:
+        start = len(full)
+        batch = (
+            chat(n, system=None)
+            if kind == "chat"
+            else [m for i in range(n) for m in tool_turn(start + i)]
+        )
+        memory.extend(batch)
+        full.extend(batch)
+        before = store.latest_checkpoint("c")
+        ctx = memory.build_context()
+        direct = run(
+            hybrid(FakeSummarizer(SUMMARY), budget),
+            full,
+            counter=memory.counter,
+            checkpoint=before,
+        )
+        assert texts(ctx) == texts(direct.messages)
+        assert ctx.stats.current_tokens <= budget
+        assert ctx.stats.message_count == len(full)
+
+
 # -- errors and clearing -----------------------------------------------------------------------
 
 
