@@ -45,7 +45,9 @@ class ConversationMemory:
         conversation_id: which conversation of the store this memory serves; generated
             when not given.
         tools: tool schemas sent with each request, reported in ``stats.tools_tokens`` and
-            handed back on :class:`Context`.
+            handed back on :class:`Context`. The default strategy counts them against its
+            budget; a strategy you pass in should be given them too (``SlidingWindow(...,
+            tools=...)``) so its budget leaves room for them.
         lock_ttl: seconds after which a compaction lock left by a crashed process expires.
 
     Example:
