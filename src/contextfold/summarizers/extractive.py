@@ -156,6 +156,7 @@ _TITLE_RE = re.compile(
 _WEAK_SUFFIXES = ("ly", "ful", "ous", "ive", "ed", "able", "ible")
 _DIGIT_RE = re.compile(r"\d")
 _UPPER_RE = re.compile(r"[A-Z]")
+_ARTICLES = frozenset({"a", "an", "the"})
 _TIME_RE = re.compile(r"^\d{1,2}:\d{2}$")
 _MONTH_WORDS = frozenset(m.lower() for m in _MONTHS.split("|"))
 _PENDING_RE = re.compile(
@@ -679,6 +680,7 @@ def _key_phrases(
             run_w: list[str] = []
             run_l: list[str] = []
             run_s: list[float] = []
+            lead = ""
             for j, low in enumerate(lows):
                 word = words[j]
                 if low in _STOPWORDS:
@@ -691,8 +693,9 @@ def _key_phrases(
                     )
                     if not keep:
                         if run_w:
-                            _ngrams(phrases, run_w, run_l, run_s, i, speaker)
+                            _ngrams(phrases, run_w, run_l, run_s, i, speaker, lead)
                             run_w, run_l, run_s = [], [], []
+                        lead = word if low in _ARTICLES else ""
                         continue
                 elif not word or not (word[0].isalnum() or word[-1].isalnum()):
                     continue
@@ -703,7 +706,7 @@ def _key_phrases(
                 run_l.append(low)
                 run_s.append(w + 1.5 if j and word[0].isupper() else w)
             if run_w:
-                _ngrams(phrases, run_w, run_l, run_s, i, speaker)
+                _ngrams(phrases, run_w, run_l, run_s, i, speaker, lead)
     out: list[_Item] = []
     for key, ph in phrases.items():
         n_words = ph.text.count(" ") + 1
@@ -719,15 +722,25 @@ def _ngrams(
     weights: list[float],
     i: int,
     speaker: str,
+    lead: str = "",
 ) -> None:
-    """Count every 1-3 word phrase of one run of content words."""
+    """Count every 1-3 word phrase of one run of content words.
+
+    When the run follows an article, the phrases at its start keep it ("a trophy", "the
+    Wolves"): that is how the thing was named, and how a later question will name it.
+    """
     length = len(words)
     for a in range(length):
-        key = lows[a]
+        if a == 0 and lead:
+            key = f"{lead.lower()} {lows[0]}"
+            first = f"{lead} {words[0]}"
+        else:
+            key = lows[a]
+            first = words[a]
         acc = weights[a]
         ph = phrases.get(key)
         if ph is None:
-            phrases[key] = _Phrase(words[a], i, acc, 1, speaker)
+            phrases[key] = _Phrase(first, i, acc, 1, speaker)
         else:
             ph.count += 1
         end = a + 3 if a + 3 < length else length
@@ -736,7 +749,10 @@ def _ngrams(
             acc += weights[b]
             ph = phrases.get(key)
             if ph is None:
-                phrases[key] = _Phrase(" ".join(words[a : b + 1]), i, acc, 1, speaker)
+                text = " ".join(words[a : b + 1])
+                phrases[key] = _Phrase(
+                    f"{lead} {text}" if a == 0 and lead else text, i, acc, 1, speaker
+                )
             else:
                 ph.count += 1
 
