@@ -26,6 +26,7 @@ from contextfold.memory._ops import (
 from contextfold.memory._stats import BuildRecord, Ledger, MemoryStats
 from contextfold.messages import Message
 from contextfold.stores.base import StoredMessage
+from contextfold.strategies._common import LoopGuard
 from contextfold.strategies.base import (
     DRY_RUN_SUMMARY,
     Strategy,
@@ -338,11 +339,17 @@ class MemoryCore:
         while True:
             history = yield from self._load_history(last, stored)
             ckpt = history.checkpoint
+            # Neither a plan nor a compaction skipped because another process holds the
+            # lock says anything about whether summarizing works, so neither may move the
+            # strategy's loop guards (which stop calling a summarizer after failures).
+            guards = _guard_state(self.strategy)
             if dry:
                 result = _dry_plan(self.strategy, history, self.counter)
+                _restore(guards)
                 break
             gen = self.strategy.plan(history.messages, counter=self.counter, checkpoint=ckpt)
             restart = False
+            busy = False
             answer: SummarizationResult | None = None
             try:
                 call = next(gen)
@@ -361,10 +368,13 @@ class MemoryCore:
                     if locked:
                         answer = yield Summarize(call)
                     else:
+                        busy = True
                         answer = SummarizationResult.failure(_LOCK_BUSY, "error")
                     call = gen.send(answer)
             except StopIteration as stop:
                 result = stop.value
+            if busy:
+                _restore(guards)
             if restart:
                 continue
             new = result.checkpoint
@@ -541,6 +551,37 @@ def _checkpoint_owners(strategy: Strategy) -> set[str]:
         for stage in strategy.stages:
             names |= _checkpoint_owners(stage)
     return names
+
+
+def _guard_state(strategy: Strategy) -> list[tuple[LoopGuard, int]]:
+    """The loop guards of ``strategy`` (pipeline stages and wrapped strategies included),
+    each with its current failure count."""
+    found: list[tuple[LoopGuard, int]] = []
+    seen: set[int] = set()
+
+    def visit(obj: object, depth: int) -> None:
+        if id(obj) in seen or depth > 4:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, LoopGuard):
+            found.append((obj, obj.failures))
+            return
+        if isinstance(obj, (list, tuple)):
+            for item in obj:
+                visit(item, depth + 1)
+            return
+        if isinstance(obj, Strategy):
+            for value in getattr(obj, "__dict__", {}).values():
+                if isinstance(value, (LoopGuard, list, tuple, Strategy)):
+                    visit(value, depth + 1)
+
+    visit(strategy, 0)
+    return found
+
+
+def _restore(guards: list[tuple[LoopGuard, int]]) -> None:
+    for guard, failures in guards:
+        guard.failures = failures
 
 
 def _covers_all(seqs: Sequence[int], last: int) -> bool:
