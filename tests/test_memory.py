@@ -501,6 +501,12 @@ def test_lock_busy_falls_back_to_the_stored_checkpoint() -> None:
     assert fake.calls == calls
     assert ctx.stats.fallback
     assert store.latest_checkpoint(memory.conversation_id).id == first.checkpoint.id  # type: ignore[union-attr]
+    # The context still carries the stored summary, with the newest messages after it.
+    assert ctx.checkpoint is not None
+    assert ctx.checkpoint.id == first.checkpoint.id  # type: ignore[union-attr]
+    assert ctx.stats.is_summarized
+    assert SUMMARY in ctx.messages[1].text
+    assert ctx.stats.current_tokens <= 400
 
 
 def test_commit_conflict_reloads_and_rebuilds_once() -> None:
