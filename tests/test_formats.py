@@ -30,28 +30,6 @@ def _swe(name: str) -> list[dict[str, Any]]:
     return swe_agent_openai(require_data() / "swe-agent-trajectories" / name)
 
 
-def _check_pairing(messages: list[Message]) -> None:
-    """turns.validate, except that a call id may be reused once its call is answered.
-
-    tau-bench reuses ids that way (49 of the 200 runs), which the API accepts.
-    """
-    ids = [c.id for m in messages for c in m.tool_calls]
-    if len(ids) == len(set(ids)):
-        turns.validate(messages)
-        return
-    open_calls: set[str] = set()
-    for m in messages:
-        if open_calls and not m.tool_results and m.role != "assistant":
-            raise AssertionError(f"calls {open_calls} unanswered before {m.role} message")
-        for r in m.tool_results:
-            assert r.call_id in open_calls, r.call_id
-            open_calls.discard(r.call_id)
-        for c in m.tool_calls:
-            assert c.id not in open_calls, c.id
-            open_calls.add(c.id)
-    assert not open_calls
-
-
 # -- lossless round trips on the real data ---------------------------------------------------
 
 
@@ -68,7 +46,7 @@ def test_tau_bench_round_trip(tau_runs: list[dict[str, Any]], run: int) -> None:
     messages = openai_chat.load(traj)
     assert openai_chat.dump(messages) == traj
     assert traj == before  # loading never edits the caller's payload
-    _check_pairing(messages)
+    turns.validate(messages)
 
 
 @pytest.mark.parametrize("name", SWE_FILES)
@@ -77,7 +55,7 @@ def test_swe_agent_round_trip(name: str) -> None:
     messages = openai_chat.load(payload)
     assert openai_chat.dump(messages) == payload
     assert formats.detect(payload) == "openai_chat"
-    _check_pairing(messages)
+    turns.validate(messages)
 
 
 @pytest.mark.parametrize("name", CLAUDE_FILES)
@@ -87,10 +65,80 @@ def test_claude_code_round_trip(name: str) -> None:
     assert anthropic.dump(messages) == payload
     assert formats.detect(payload) == "anthropic"
     assert formats.dump(formats.load(payload), "anthropic") == payload
-    _check_pairing(messages)
+    turns.validate(messages)
 
 
 # -- conversions -----------------------------------------------------------------------------
+
+
+def _base_id(new: str, originals: list[str]) -> str:
+    """The original id of a call id the Anthropic dump made unique (``<id>_<n>``)."""
+    return new if new in originals else new.rsplit("_", 1)[0]
+
+
+def _anthropic_pairs(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """(tool_use id, tool_result id) pairs, checking results follow their calls."""
+    pairs: list[tuple[str, str]] = []
+    waiting: list[str] = []
+    for m in body["messages"]:
+        blocks = m["content"] if isinstance(m["content"], list) else []
+        for b in blocks:
+            if b["type"] == "tool_result":
+                pairs.append((waiting.pop(0), b["tool_use_id"]))
+        assert not waiting, "a tool_use was not answered in the next message"
+        waiting = [b["id"] for b in blocks if b["type"] == "tool_use"]
+    return pairs
+
+
+def test_every_tau_bench_run_becomes_a_valid_anthropic_request(
+    tau_runs: list[dict[str, Any]],
+) -> None:
+    renamed = 0
+    for run in tau_runs:
+        body = anthropic.dump(openai_chat.load(run["traj"]))
+        pairs = _anthropic_pairs(body)
+        assert all(use == result for use, result in pairs)
+        uses = [use for use, _ in pairs]
+        assert len(set(uses)) == len(uses)
+        renamed += len(uses) - len(
+            {c["id"] for m in run["traj"] for c in m.get("tool_calls") or []}
+        )
+    assert renamed > 0  # the data does reuse ids, so the rewrite was exercised
+
+
+def test_tool_ids_anthropic_refuses_are_rewritten_with_their_results() -> None:
+    chat = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "functions.search:0",
+                    "type": "function",
+                    "function": {"name": "search", "arguments": "{}"},
+                },
+                {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "functions.search:0", "content": "r1"},
+        {"role": "tool", "tool_call_id": "a", "content": "r2"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": "r3"},
+    ]
+    body = anthropic.dump(openai_chat.load(chat))
+    assert _anthropic_pairs(body) == [
+        ("functions_search_0", "functions_search_0"),
+        ("a", "a"),
+        ("a_2", "a_2"),
+    ]
+    turns.validate(anthropic.load(body))
 
 
 @pytest.mark.parametrize("run", [0, 17, 101, 199])
@@ -109,13 +157,16 @@ def test_tau_bench_converts_to_every_format(tau_runs: list[dict[str, Any]], run:
         for b in m["content"]
         if b["type"] == "tool_use"
     ]
-    assert uses == calls
+    assert len(set(uses)) == len(uses)  # reused ids get a suffix: Anthropic wants them unique
+    assert [_base_id(u, calls) for u in uses] == calls
     back = anthropic.load(body)
-    _check_pairing(back)
+    turns.validate(back)
 
     chat_again = openai_chat.dump(back)
     assert [m["role"] for m in chat_again] == [m["role"] for m in traj]
-    assert [c["id"] for m in chat_again for c in m.get("tool_calls") or []] == calls
+    assert [
+        _base_id(c["id"], calls) for m in chat_again for c in m.get("tool_calls") or []
+    ] == calls
     for a, b in zip(chat_again, traj, strict=False):
         for x, y in zip(a.get("tool_calls") or [], b.get("tool_calls") or [], strict=False):
             assert json.loads(x["function"]["arguments"]) == json.loads(y["function"]["arguments"])
@@ -123,7 +174,7 @@ def test_tau_bench_converts_to_every_format(tau_runs: list[dict[str, Any]], run:
     items = openai_responses.dump(messages)
     assert [i["call_id"] for i in items if i["type"] == "function_call"] == calls
     assert [i["call_id"] for i in items if i["type"] == "function_call_output"] == calls
-    _check_pairing(openai_responses.load(items))
+    turns.validate(openai_responses.load(items))
     assert formats.detect(items) == "openai_responses"
 
 
@@ -140,7 +191,7 @@ def test_claude_code_converts_to_chat_and_responses(name: str) -> None:
     assert [c["id"] for m in chat for c in m.get("tool_calls") or []] == uses
     assert formats.detect(chat) == "openai_chat" or not uses
     chat_messages = openai_chat.load(chat)
-    _check_pairing(chat_messages)
+    turns.validate(chat_messages)
 
     # Back to Anthropic: tool inputs survive exactly, thinking does not cross providers.
     again = anthropic.dump(chat_messages)
@@ -153,7 +204,7 @@ def test_claude_code_converts_to_chat_and_responses(name: str) -> None:
 
     items = openai_responses.dump(messages)
     assert [i["call_id"] for i in items if i["type"] == "function_call_output"] == results
-    _check_pairing(openai_responses.load(items))
+    turns.validate(openai_responses.load(items))
 
 
 def test_parallel_calls_and_results_convert_both_ways() -> None:
@@ -206,7 +257,7 @@ def test_parallel_calls_and_results_convert_both_ways() -> None:
     assert [m["role"] for m in back] == ["system", "user", "assistant", "tool", "tool", "assistant"]
     assert [m.get("tool_call_id") for m in back[3:5]] == ["c1", "c2"]
     assert back[2]["content"] is None
-    _check_pairing(anthropic.load(body))
+    turns.validate(anthropic.load(body))
 
 
 def test_results_with_trailing_text_in_one_user_message_split_for_chat() -> None:
@@ -419,7 +470,7 @@ def test_responses_items_round_trip_and_group_model_output() -> None:
     assert isinstance(second, ThinkingPart)
     assert second.text == "a\n\nb"
     assert messages[4].id == "fco_2"
-    _check_pairing(messages)
+    turns.validate(messages)
 
     chat = openai_chat.dump(messages)
     assert chat[2] == {
@@ -438,7 +489,7 @@ def test_responses_items_round_trip_and_group_model_output() -> None:
         if isinstance(m["content"], list)
         for b in m["content"]
     )
-    _check_pairing(anthropic.load(body))
+    turns.validate(anthropic.load(body))
 
 
 def test_responses_rarer_items_and_parts_round_trip() -> None:
@@ -483,7 +534,7 @@ def test_responses_rarer_items_and_parts_round_trip() -> None:
     assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
     call = messages[1].tool_calls[0]
     assert (call.id, call.name, call.arguments) == ("cc", "patch", "*** Begin")
-    _check_pairing(messages)
+    turns.validate(messages)
     # In another format only what it can carry remains.
     chat = openai_chat.dump(messages)
     assert chat[0]["content"][:2] == [
@@ -521,7 +572,7 @@ def test_hand_built_messages_dump_to_every_format() -> None:
         payload = formats.dump(messages, name)
         assert formats.detect(payload) == name or name == "openai_chat"
         back = formats.load(payload, name)
-        _check_pairing(back)
+        turns.validate(back)
         assert [m.text for m in back if not m.tool_results] == ["sys", "q", "let me look", "answer"]
 
 

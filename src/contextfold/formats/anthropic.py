@@ -2,7 +2,7 @@
 
 :func:`load` accepts the request shape (or a bare ``messages`` list) and :func:`dump` returns the
 request shape, with ``system`` only when there are leading system or developer messages.
-``dump(load(x)) == x`` for well-formed payloads: block fields we do not model
+``dump(load(x)) == x`` for well-formed payloads (ones the API accepts): block fields we do not model
 (``cache_control``, ``citations``, ``caller`` ...) are kept in ``extra`` as ``anthropic.<key>``,
 shape details as ``anthropic:<hint>``, and blocks of types we do not model (documents, server
 tool blocks ...) ride along opaquely. Other request options (``model``, ``tools``,
@@ -16,6 +16,10 @@ Conversion from other formats follows the API's rules:
 * a system or developer message later in the conversation, which the API cannot carry, becomes
   a user message whose text starts with ``[system]`` on its own line;
 * consecutive ``role: "tool"`` messages become one user message of ``tool_result`` blocks;
+* tool-call ids the API would refuse are rewritten, with their results: an id used again after
+  its call was answered (OpenAI accepts that, Anthropic wants ids unique in a request) gets a
+  ``_2``, ``_3`` ... suffix, and characters other than letters, digits, ``_`` and ``-`` become
+  ``_``;
 * tool-call arguments are parsed into ``input``; arguments that are not JSON are passed as
   ``{"arguments": "<the text>"}`` so nothing is lost;
 * reasoning from another provider (OpenAI encrypted reasoning) is left out, since Anthropic
@@ -25,6 +29,7 @@ Conversion from other formats follows the API's rules:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,6 +67,8 @@ NS = NAME
 SYSTEM_PREFIX = "[system]\n"
 
 _ROLES = frozenset({"user", "assistant"})
+_VALID_ID = re.compile(r"[A-Za-z0-9_-]+")
+_INVALID_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _K_MESSAGE = frozenset({"role", "content"})
 _K_TEXT = frozenset({"type", "text"})
 _K_IMAGE = frozenset({"type", "source"})
@@ -301,11 +308,12 @@ def dump(messages: Sequence[Message]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if n:
         out["system"] = _dump_system(messages[:n])
+    ids = _ToolIds()
     rows: list[dict[str, Any]] = []
     pending_results: list[dict[str, Any]] | None = None
     for m in messages[n:]:
         if m.role == "tool":
-            blocks = _dump_blocks(m, m.parts)
+            blocks = _dump_blocks(m, m.parts, ids)
             if pending_results is None:
                 pending_results = blocks
                 rows.append({"role": "user", "content": pending_results})
@@ -317,9 +325,45 @@ def dump(messages: Sequence[Message]) -> dict[str, Any]:
             text = "\n".join(p.text for p in m.parts if isinstance(p, TextPart))
             rows.append({"role": "user", "content": SYSTEM_PREFIX + text})
             continue
-        rows.append(_dump_message(m))
+        rows.append(_dump_message(m, ids))
     out["messages"] = rows
     return out
+
+
+class _ToolIds:
+    """Tool-use ids as the API accepts them: unique in a request, letters, digits, _ and -.
+
+    Ids that already qualify are kept. Others are rewritten, and each result follows its call:
+    OpenAI Chat allows an id to be reused once its call was answered (tau-bench does it) and
+    other providers use ids such as ``functions.search:0``, which Anthropic rejects.
+    """
+
+    __slots__ = ("_current", "_used")
+
+    def __init__(self) -> None:
+        self._used: set[str] = set()
+        self._current: dict[str, str] = {}
+
+    def call(self, original: str) -> str:
+        new = _clean_id(original)
+        if new in self._used:
+            n = 2
+            while f"{new}_{n}" in self._used:
+                n += 1
+            new = f"{new}_{n}"
+        self._used.add(new)
+        self._current[original] = new
+        return new
+
+    def result(self, original: str) -> str:
+        found = self._current.get(original)
+        return found if found is not None else _clean_id(original)
+
+
+def _clean_id(value: str) -> str:
+    if _VALID_ID.fullmatch(value):
+        return value
+    return _INVALID_ID_CHARS.sub("_", value) or "toolu"
 
 
 def _dump_system(prefix: Sequence[Message]) -> Any:
@@ -332,16 +376,16 @@ def _dump_system(prefix: Sequence[Message]) -> Any:
             return m.parts[0].text  # type: ignore[union-attr]
     blocks: list[dict[str, Any]] = []
     for m in prefix:
-        blocks.extend(_dump_blocks(m, m.parts))
+        blocks.extend(_dump_blocks(m, m.parts, _ToolIds()))
     if not blocks and not any(hint(m.extra, NS, "system") == "list" for m in prefix):
         return ""
     return blocks
 
 
-def _dump_message(m: Message) -> dict[str, Any]:
+def _dump_message(m: Message, ids: _ToolIds) -> dict[str, Any]:
     item: dict[str, Any] = {"role": "assistant" if m.role == "assistant" else "user"}
     if m.parts or f"{NS}.content" not in m.extra:
-        blocks = _dump_blocks(m, m.parts)
+        blocks = _dump_blocks(m, m.parts, ids)
         if (
             len(blocks) == 1
             and blocks[0].keys() == {"type", "text"}
@@ -354,16 +398,16 @@ def _dump_message(m: Message) -> dict[str, Any]:
     return put_unknown(item, m.extra, NS)
 
 
-def _dump_blocks(m: Message, parts: Sequence[Part]) -> list[dict[str, Any]]:
+def _dump_blocks(m: Message, parts: Sequence[Part], ids: _ToolIds) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for p in parts:
-        block = _dump_part(p, m)
+        block = _dump_part(p, m, ids)
         if block is not None:
             out.append(block)
     return out
 
 
-def _dump_part(p: Part, m: Message) -> dict[str, Any] | None:
+def _dump_part(p: Part, m: Message, ids: _ToolIds) -> dict[str, Any] | None:
     is_opaque, raw = opaque_raw(p, NS)
     if is_opaque:
         return raw  # type: ignore[no-any-return]
@@ -376,12 +420,12 @@ def _dump_part(p: Part, m: Message) -> dict[str, Any] | None:
             value = json.loads(p.arguments) if p.arguments.strip() else {}
         except (ValueError, RecursionError):
             value = {"arguments": p.arguments}
-        block = {"type": "tool_use", "id": p.id, "name": p.name, "input": value}
+        block = {"type": "tool_use", "id": ids.call(p.id), "name": p.name, "input": value}
         return put_unknown(block, p.extra, NS)
     if isinstance(p, ToolResultPart):
-        block = {"type": "tool_result", "tool_use_id": p.call_id}
+        block = {"type": "tool_result", "tool_use_id": ids.result(p.call_id)}
         if not isinstance(p.content, str):
-            nested = [_dump_part(x, m) for x in p.content]
+            nested = [_dump_part(x, m, ids) for x in p.content]
             block["content"] = [x for x in nested if x is not None]
         elif p.content or (
             hint(p.extra, NS, "content") != "absent" and f"{NS}.content" not in p.extra
