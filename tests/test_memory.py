@@ -1128,3 +1128,31 @@ def test_swe_agent_trajectory_windows_match_the_full_history(data_dir: Path) -> 
         assert ids(ctx) == ids(expected.messages)
         validate(ctx.messages, allow_pending_tail=True)
         assert ctx.stats.current_tokens <= 6000
+
+
+def test_claude_code_session_through_memory(data_dir: Path) -> None:
+    """A real Claude Code session (Anthropic shape: tool results inside user messages),
+    stored and rebuilt by a reader that only reads windows: the same contexts as the sliding
+    window over the whole history, and payloads that load back with their tool pairs."""
+    from contextfold.formats import anthropic
+    from contextfold.turns import safe_cut_points, validate
+    from shared_data import claude_code_main_sessions, claude_code_payload
+
+    path = claude_code_main_sessions()[0]
+    history = anthropic.load({"messages": claude_code_payload(path)})
+    store = InMemoryStore()
+    writer = ConversationMemory(store=store, conversation_id="cc")
+    reader = ConversationMemory(strategy=SlidingWindow(20_000), store=store, conversation_id="cc")
+    cuts = safe_cut_points(history)[1:]
+    done = 0
+    for end in cuts[:: max(1, len(cuts) // 8)]:
+        writer.extend(history[done:end])
+        done = end
+        ctx = reader.build_context()
+        expected = run(SlidingWindow(20_000), history[:end], counter=reader.counter)
+        assert ids(ctx) == ids(expected.messages)
+        validate(ctx.messages, allow_pending_tail=True)
+        body = ctx.to_anthropic()
+        back = anthropic.load(body)
+        validate(back, allow_pending_tail=True)
+        assert len(back) == len(ctx)
