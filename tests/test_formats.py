@@ -915,3 +915,39 @@ def test_an_id_field_on_a_message_becomes_its_id_and_round_trips() -> None:
     body = {"messages": [{"role": "user", "content": "a", "id": "m7"}]}
     assert anthropic.load(body)[0].id == "m7"
     assert anthropic.dump(anthropic.load(body)) == body
+
+
+def _scramble(value: Any) -> None:
+    """Mutate every dict and list inside ``value`` in place."""
+    if isinstance(value, dict):
+        for v in list(value.values()):
+            _scramble(v)
+        value.clear()
+        value["scrambled"] = True
+    elif isinstance(value, list):
+        for v in value:
+            _scramble(v)
+        value.append("scrambled")
+
+
+@pytest.mark.parametrize("fmt", formats.FORMAT_NAMES)
+def test_mutating_payloads_never_reaches_loaded_messages(
+    fmt: str, tau_runs: list[dict[str, Any]]
+) -> None:
+    if fmt == "anthropic":
+        source: Any = _claude("tool_heavy.jsonl")
+    elif fmt == "openai_chat":
+        source = tau_runs[0]["traj"]
+    else:
+        source = [
+            *openai_responses.dump(openai_chat.load(tau_runs[0]["traj"])),
+            {"type": "reasoning", "id": "rs", "summary": [{"type": "summary_text", "text": "s"}]},
+            {"type": "web_search_call", "id": "ws", "action": {"query": "q"}},
+        ]
+    payload = copy.deepcopy(source)
+    messages = formats.load(payload, fmt)
+    _scramble(payload)
+    first = formats.dump(messages, fmt)
+    assert first == source
+    _scramble(first)
+    assert formats.dump(messages, fmt) == source
