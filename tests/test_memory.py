@@ -598,6 +598,55 @@ async def test_a_cancelled_build_changes_nothing() -> None:
     assert (await again.abuild_context()).stats.compacted
 
 
+async def test_concurrent_async_builds_on_one_memory_run_one_at_a_time() -> None:
+    class Sleepy:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def asummarize(self, request: SummaryRequest, /) -> SummarizationResult:
+            self.calls += 1
+            await asyncio.sleep(0.01)
+            return SummarizationResult.success(SUMMARY)
+
+    sleepy = Sleepy()
+    store = InMemoryStore()
+    memory = ConversationMemory(strategy=hybrid(sleepy), store=store)
+    await memory.aextend(chat(30))
+    contexts = await asyncio.gather(*(memory.abuild_context() for _ in range(3)))
+    assert [c.stats.compacted for c in contexts].count(True) == 1
+    assert not any(c.stats.fallback for c in contexts)
+    assert len({tuple(texts(c)) for c in contexts}) == 1
+    assert len(store.checkpoints(memory.conversation_id)) == 1
+
+
+def test_threads_sharing_one_memory_wait_for_each_other(tmp_path: Path) -> None:
+    memory = ConversationMemory(
+        strategy=SlidingWindow(300), store=SQLiteStore(f"sqlite:///{tmp_path / 't.db'}")
+    )
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        try:
+            for i in range(20):
+                memory.add(Message.user(f"thread {k} message {i}"))
+                ctx = memory.build_context()
+                assert ctx.stats.current_tokens <= 300
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == []
+    final = memory.build_context()
+    expected = run(SlidingWindow(300), memory.messages, counter=memory.counter)
+    assert ids(final) == ids(expected.messages)
+    assert final.stats.total_tokens == memory.counter.count_messages(memory.messages)
+    memory.store.close()
+
+
 # -- restoring -----------------------------------------------------------------------------
 
 

@@ -35,8 +35,10 @@ out against a sync or an async store. The logic is written once. A sync-only sto
 serves the async methods (its calls then block the event loop briefly); an async-only store
 serves only the async methods.
 
-A memory object is not safe for concurrent use by several threads or tasks. Use one per
-task; many memories (in many processes) may serve the same stored conversation. When another
+A memory runs its own calls one at a time: concurrent calls from several threads wait for
+each other, and so do concurrent async calls from tasks of one event loop (do not mix the two
+on one memory at the same time). Many memories, in many processes, may serve the same stored
+conversation. When another
 memory clears the conversation, this one notices at its next build if the log is now shorter
 than what it has seen, and starts over; a log cleared and refilled past that length is not
 detected, so clear a conversation from the memory that serves it.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
@@ -95,6 +97,9 @@ class ConversationMemory:
         self._owns_store = False
         self._store: Any = self._resolve_store(store)
         self.conversation_id: str = conversation_id or "conv_" + uuid.uuid4().hex
+        # The core's cache is shared state: calls of one memory run one at a time.
+        self._thread_lock = threading.RLock()
+        self._task_lock: asyncio.Lock | None = None
         self._core = MemoryCore(
             strategy=strategy,
             counter=counter,
@@ -347,9 +352,13 @@ class ConversationMemory:
 
     # -- drivers ------------------------------------------------------------------------
     def _drive(self, core: CoreGen[_T]) -> _T:
-        """Run a core generator against the sync store."""
-        return drive(self._store, self.conversation_id, core)
+        """Run a core generator against the sync store, one call at a time."""
+        with self._thread_lock:
+            return drive(self._store, self.conversation_id, core)
 
     async def _adrive(self, core: CoreGen[_T]) -> _T:
         """Run a core generator against the async store (or a sync one, inline)."""
-        return await adrive(self._store, self.conversation_id, core)
+        if self._task_lock is None:
+            self._task_lock = asyncio.Lock()
+        async with self._task_lock:
+            return await adrive(self._store, self.conversation_id, core)
