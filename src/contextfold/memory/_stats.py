@@ -108,8 +108,9 @@ class MemoryStats:
     are properties: they need the token count of the whole stored history. A memory that
     wrote or read the whole conversation knows it already. A memory opened on a long stored
     conversation counts it on first access, once, reading the log in pages (linear in the
-    conversation's length). From then on it adds only new messages, build by build. With an
-    async-only store, call :meth:`ConversationMemory.acount_history` first.
+    conversation's length). From then on it adds only new messages, build by build. That
+    first count reads the store synchronously: in async code (and always with an async-only
+    store) call ``await memory.acount_history()`` first, and the properties read no store.
     """
 
     current_tokens: int
