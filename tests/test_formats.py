@@ -951,3 +951,50 @@ def test_mutating_payloads_never_reaches_loaded_messages(
     assert first == source
     _scramble(first)
     assert formats.dump(messages, fmt) == source
+
+
+def test_images_in_tool_results_move_after_the_tool_messages_for_chat() -> None:
+    shot = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"},
+    }
+    body = {
+        "messages": [
+            {"role": "user", "content": "look at both pages"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "s1", "name": "screenshot", "input": {"page": 1}},
+                    {"type": "tool_use", "id": "s2", "name": "screenshot", "input": {"page": 2}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "s1",
+                        "content": [{"type": "text", "text": "page 1"}, shot],
+                    },
+                    {"type": "tool_result", "tool_use_id": "s2", "content": [shot]},
+                ],
+            },
+            {"role": "assistant", "content": "Both pages look fine."},
+        ]
+    }
+    chat = openai_chat.dump(anthropic.load(body))
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}}
+    assert [m["role"] for m in chat] == ["user", "assistant", "tool", "tool", "user", "assistant"]
+    assert chat[2]["content"] == [{"type": "text", "text": "page 1"}]
+    assert isinstance(chat[3]["content"], str)
+    assert chat[4]["content"] == [
+        {"type": "text", "text": "[images returned by tool call s1]"},
+        image,
+        {"type": "text", "text": "[images returned by tool call s2]"},
+        image,
+    ]
+    turns.validate(openai_chat.load(chat))
+    # A Chat tool message with list content is left as it was.
+    odd = [chat[0], chat[1], {"role": "tool", "tool_call_id": "s1", "content": [image]}]
+    odd[1] = {**chat[1], "tool_calls": chat[1]["tool_calls"][:1]}
+    assert openai_chat.dump(openai_chat.load(odd)) == odd

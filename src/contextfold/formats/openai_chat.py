@@ -265,28 +265,50 @@ def dump(messages: Sequence[Message]) -> list[dict[str, Any]]:
     Messages loaded from Chat come back exactly as they were. Others are converted: tool
     results in user messages become ``role: "tool"`` messages placed first, reasoning and
     blocks of other formats are left out, and an assistant message without text gets
-    ``content: null`` as the API returns it.
+    ``content: null`` as the API returns it. Chat tool messages take text only, so images in
+    a converted tool result move to a user message right after the run of tool messages,
+    introduced by a line naming the call.
     """
     out: list[dict[str, Any]] = []
+    lifted: list[dict[str, Any]] = []
     for m in messages:
-        results = m.tool_results
-        if m.role == "tool" or results:
-            _dump_results(m, out)
+        if m.role == "tool" or m.tool_results:
+            _dump_results(m, out, lifted)
         else:
+            _flush_lifted(lifted, out)
             out.append(_dump_plain(m, m.parts, m.role))
+    _flush_lifted(lifted, out)
     return out
 
 
-def _dump_results(m: Message, out: list[dict[str, Any]]) -> None:
+def _flush_lifted(lifted: list[dict[str, Any]], out: list[dict[str, Any]]) -> None:
+    if lifted:
+        out.append({"role": "user", "content": list(lifted)})
+        lifted.clear()
+
+
+def _dump_results(m: Message, out: list[dict[str, Any]], lifted: list[dict[str, Any]]) -> None:
     rest: list[Part] = []
     own = m.role == "tool"
+    # A Chat tool message with list content keeps its parts as they were (round trip).
+    lift = hint(m.extra, NS, "content") != "list"
     for p in m.parts:
         if not isinstance(p, ToolResultPart):
             rest.append(p)
             continue
         item: dict[str, Any] = {"role": "tool", "tool_call_id": p.call_id}
         if not isinstance(p.content, str):
-            item["content"] = _dump_parts(p.content)
+            parts: Sequence[Part] = p.content
+            images = [x for x in parts if isinstance(x, ImagePart)] if lift else []
+            if images:
+                parts = [x for x in parts if not isinstance(x, ImagePart)]
+                dumped = _dump_parts(images)
+                if dumped:
+                    note = f"[images returned by tool call {p.call_id}]"
+                    lifted += [{"type": "text", "text": note}, *dumped]
+            item["content"] = _dump_parts(parts)
+            if images and not item["content"]:
+                item["content"] = "[the result is an image; it follows in the next message]"
         elif p.content or not own:
             item["content"] = p.content
         elif hint(m.extra, NS, "content") != "absent" and f"{NS}.content" not in m.extra:
@@ -298,6 +320,7 @@ def _dump_results(m: Message, out: list[dict[str, Any]]) -> None:
             own = False  # message-level fields belong to the first result only
         out.append(item)
     if any(_keeps(p) for p in rest):
+        _flush_lifted(lifted, out)
         out.append(_dump_plain(m, rest, "user" if m.role == "tool" else m.role, own=False))
 
 
