@@ -12,7 +12,14 @@ import pytest
 from contextfold import formats, turns
 from contextfold.errors import FormatError
 from contextfold.formats import anthropic, openai_chat, openai_responses
-from contextfold.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart
+from contextfold.messages import (
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from shared_data import DATA, claude_code_payload, require_data, swe_agent_openai
 
 CLAUDE_FILES = sorted(
@@ -998,3 +1005,16 @@ def test_images_in_tool_results_move_after_the_tool_messages_for_chat() -> None:
     odd = [chat[0], chat[1], {"role": "tool", "tool_call_id": "s1", "content": [image]}]
     odd[1] = {**chat[1], "tool_calls": chat[1]["tool_calls"][:1]}
     assert openai_chat.dump(openai_chat.load(odd)) == odd
+
+
+def test_results_come_first_in_an_anthropic_user_message() -> None:
+    messages = [
+        Message.user("q"),
+        Message.assistant(tool_calls=[ToolCallPart("t1", "f")]),
+        Message.user([TextPart("by the way"), ToolResultPart("t1", "done")]),
+    ]
+    body = anthropic.dump(messages)
+    assert body["messages"][2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "done"},
+        {"type": "text", "text": "by the way"},
+    ]

@@ -15,7 +15,9 @@ Conversion from other formats follows the API's rules:
   single plain text, text blocks otherwise);
 * a system or developer message later in the conversation, which the API cannot carry, becomes
   a user message whose text starts with ``[system]`` on its own line;
-* consecutive ``role: "tool"`` messages become one user message of ``tool_result`` blocks;
+* consecutive ``role: "tool"`` messages become one user message of ``tool_result`` blocks,
+  and in a user message that mixes results with other content the results come first, as the
+  API requires;
 * tool-call ids the API would refuse are rewritten, with their results: an id used again after
   its call was answered (OpenAI accepts that, Anthropic wants ids unique in a request) gets a
   ``_2``, ``_3`` ... suffix, and characters other than letters, digits, ``_`` and ``-`` become
@@ -385,7 +387,14 @@ def _dump_system(prefix: Sequence[Message]) -> Any:
 def _dump_message(m: Message, ids: _ToolIds) -> dict[str, Any]:
     item: dict[str, Any] = {"role": "assistant" if m.role == "assistant" else "user"}
     if m.parts or f"{NS}.content" not in m.extra:
-        blocks = _dump_blocks(m, m.parts, ids)
+        parts = m.parts
+        if item["role"] == "user" and m.tool_results and not m.is_tool_result_only:
+            # The API wants tool results first in their user message, any other content after.
+            parts = (
+                *(p for p in parts if isinstance(p, ToolResultPart)),
+                *(p for p in parts if not isinstance(p, ToolResultPart)),
+            )
+        blocks = _dump_blocks(m, parts, ids)
         if (
             len(blocks) == 1
             and blocks[0].keys() == {"type", "text"}
