@@ -657,6 +657,13 @@ def _key_phrases(
         else:
             ph.count += 1
 
+    # Hot loop: module globals and methods bound to locals.
+    stopwords = _STOPWORDS
+    months = _MONTH_WORDS
+    articles = _ARTICLES
+    strip = _STRIP
+    wget = weights.get
+    split_clauses = _CLAUSE_RE.split
     for i, (own, _) in enumerate(texts):
         if not own:
             continue
@@ -672,10 +679,10 @@ def _key_phrases(
                 if caps < 2 or title.count(" ") > 8:
                     continue
                 add(title.lower(), title, i, 1.6 * caps + 1.0, speaker)
-        for clause in _CLAUSE_RE.split(own):
+        for clause in split_clauses(own):
             if not clause:
                 continue
-            words = [w.strip(_STRIP) for w in clause.split()]
+            words = [w.strip(strip) for w in clause.split()]
             lows = [w.lower() for w in words]
             run_w: list[str] = []
             run_l: list[str] = []
@@ -683,23 +690,22 @@ def _key_phrases(
             lead = ""
             for j, low in enumerate(lows):
                 word = words[j]
-                if low in _STOPWORDS:
+                if low in stopwords:
                     # A capitalized filler word mid-clause is part of a name ("Under
                     # Armour"); at the start of a clause it is just capitalized.
-                    keep = (
+                    if not (
                         word[0].isupper()
-                        and (j > 0 or low in _MONTH_WORDS)
+                        and (j or low in months)
                         and not (word[0] == "I" and (len(word) == 1 or word[1] in "'\u2019"))
-                    )
-                    if not keep:
+                    ):
                         if run_w:
                             _ngrams(phrases, run_w, run_l, run_s, i, speaker, lead)
                             run_w, run_l, run_s = [], [], []
-                        lead = word if low in _ARTICLES else ""
+                        lead = word if low in articles else ""
                         continue
                 elif not word or not (word[0].isalnum() or word[-1].isalnum()):
                     continue
-                w = weights.get(low)
+                w = wget(low)
                 if w is None:
                     w = weight(word, False)
                 run_w.append(word)
