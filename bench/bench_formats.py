@@ -5,8 +5,9 @@ Run ``python -m bench.bench_formats`` (1k, 10k and 100k messages) or ``--tiny`` 
 The histories are real data repeated to size: τ-bench airline runs (OpenAI Chat, system prompts
 left out after the first) for ``openai_chat``, the same messages dumped as Responses items for
 ``openai_responses``, and the merged Claude Code sessions (about 2 kB per message, many tool
-results) for ``anthropic``. Each figure is the best of a few runs of ``load`` then ``dump``,
-and every run checks that ``dump(load(x)) == x``.
+results; tool ids made unique in each copy, as the API requires) for ``anthropic``. Each figure
+is the best of a few runs of ``load`` then ``dump``, and every run checks that
+``dump(load(x)) == x``. The machine's load matters: run it on a quiet machine for figures.
 
 For scale, LangChain's ``convert_to_messages`` / ``convert_to_openai_messages`` (langchain-core)
 run on the same Chat payload when installed; they are not lossless (unknown keys and the
@@ -82,6 +83,26 @@ def _repeat(base: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     return out[:n]
 
 
+def _repeat_anthropic(base: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """Repeat with tool ids made unique per copy, as the API requires in one request."""
+    out: list[dict[str, Any]] = []
+    copy = 0
+    while len(out) < n:
+        for m in base:
+            if isinstance(m["content"], list):
+                blocks = []
+                for b in m["content"]:
+                    if copy and b.get("type") == "tool_use":
+                        b = {**b, "id": f"{b['id']}_c{copy}"}
+                    elif copy and b.get("type") == "tool_result":
+                        b = {**b, "tool_use_id": f"{b['tool_use_id']}_c{copy}"}
+                    blocks.append(b)
+                m = {**m, "content": blocks}
+            out.append(m)
+        copy += 1
+    return out[:n]
+
+
 def _best(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     best = float("inf")
     result: Any = None
@@ -131,7 +152,11 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(_measure("openai_chat", openai_chat, chat, repeat))
         items = openai_responses.dump(openai_chat.load(chat))
         rows.append(_measure("openai_responses", openai_responses, items, repeat))
-        rows.append(_measure("anthropic", anthropic, {"messages": _repeat(claude_base, n)}, repeat))
+        rows.append(
+            _measure(
+                "anthropic", anthropic, {"messages": _repeat_anthropic(claude_base, n)}, repeat
+            )
+        )
         peer = _langchain(chat, repeat)
         if peer is not None:
             rows.append(peer)
