@@ -259,3 +259,58 @@ async def test_postgres_accepts_an_existing_async_connection(postgres_backend: A
     await store.aclose()
     assert not conn.closed
     await conn.close()
+
+
+def test_connection_with_an_open_transaction_is_refused(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "busy.db", check_same_thread=False)
+    store = SQLiteStore(conn)
+    conn.execute("CREATE TABLE mine (x)")
+    conn.execute("INSERT INTO mine VALUES (1)")  # opens an implicit transaction
+    with pytest.raises(StoreError, match="open transaction"):
+        store.append("c", [Message.user("x")])
+    conn.commit()
+    assert store.append("c", [Message.user("x")]) == [1]
+    conn.close()
+
+
+def test_a_failed_write_rolls_back_completely(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "r.db")
+    store.append("c", [Message.user("a")])
+    with sqlite3.connect(tmp_path / "r.db") as other:
+        # Make the next message insert fail after the counter was bumped.
+        other.execute(
+            "CREATE TRIGGER boom BEFORE INSERT ON contextfold_messages"
+            " WHEN NEW.seq = 2 BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+        )
+    with pytest.raises(StoreError, match="disk says no"):
+        store.append("c", [Message.user("b")])
+    with sqlite3.connect(tmp_path / "r.db") as other:
+        other.execute("DROP TRIGGER boom")
+    assert store.last_seq("c") == 1  # the counter bump was rolled back with the insert
+    assert store.append("c", [Message.user("b")]) == [2]
+    store.close()
+
+
+def test_postgres_failed_append_leaves_no_gap(postgres_backend: Any) -> None:
+    import psycopg
+
+    store = postgres_backend.open()
+    store.append("c", [Message.user("a")])
+    schema = postgres_backend.options["schema"]
+    with psycopg.connect(postgres_backend.url, autocommit=True) as conn:
+        conn.execute(
+            f'CREATE FUNCTION "{schema}".boom() RETURNS trigger LANGUAGE plpgsql AS'
+            " $$ BEGIN IF NEW.seq = 3 THEN RAISE EXCEPTION 'disk says no'; END IF;"
+            " RETURN NEW; END $$"
+        )
+        conn.execute(
+            f'CREATE TRIGGER boom BEFORE INSERT ON "{schema}".contextfold_messages'
+            f' FOR EACH ROW EXECUTE FUNCTION "{schema}".boom()'
+        )
+    with pytest.raises(StoreError, match="disk says no"):
+        store.append("c", [Message.user("b"), Message.user("c")])
+    with psycopg.connect(postgres_backend.url, autocommit=True) as conn:
+        conn.execute(f'DROP TRIGGER boom ON "{schema}".contextfold_messages')
+    assert store.last_seq("c") == 1
+    assert store.append("c", [Message.user("b")]) == [2]
+    assert [s.message.text for s in store.read("c")] == ["a", "b"]

@@ -257,6 +257,17 @@ def postgres_dialect(schema: str) -> Dialect:
         insert_checkpoint=(
             f"INSERT INTO {ckpts} (conversation_id, n, id, data) VALUES (%s, %s, %s, %s)"
         ),
+        # Counter bump and inserts in one statement: one round trip, and atomic on its own
+        # even on an autocommit connection.
+        append_one_shot=(
+            f"WITH bump AS (INSERT INTO {conv} AS c (id, last_seq) VALUES (%s, %s)"
+            " ON CONFLICT (id) DO UPDATE SET last_seq = c.last_seq + EXCLUDED.last_seq"
+            " RETURNING last_seq),"
+            f" ins AS (INSERT INTO {msgs} (conversation_id, seq, data)"
+            " SELECT %s, bump.last_seq - %s + u.ord, u.d"
+            " FROM bump, unnest(%s::text[]) WITH ORDINALITY AS u(d, ord))"
+            " SELECT last_seq FROM bump"
+        ),
         select_conversations=f'SELECT id FROM {conv} ORDER BY id COLLATE "C"',
         delete_statements=(
             f"DELETE FROM {msgs} WHERE conversation_id = %s",

@@ -172,6 +172,8 @@ class PostgresStore:
         self._psycopg = psycopg
         self._pool_mod = psycopg_pool
         self._dialect = postgres_dialect(schema)
+        # A one-statement append is atomic by itself; otherwise it needs a transaction.
+        self._append_txn = not self._dialect.append_one_shot
         self._schema = schema
         self._min_size = min_size
         self._max_size = max_size
@@ -345,7 +347,7 @@ class PostgresStore:
     def append(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
         """Append atomically; return the sequence numbers given, in order."""
         cid = check_conversation_id(conversation_id)
-        return self._run(self._append_op(cid, messages), "append", cid)
+        return self._run(self._append_op(cid, messages), "append", cid, txn=self._append_txn)
 
     def read(
         self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
@@ -441,7 +443,7 @@ class PostgresStore:
     async def aappend(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
         """Async :meth:`append`."""
         cid = check_conversation_id(conversation_id)
-        return await self._arun(self._append_op(cid, messages), "append", cid)
+        return await self._arun(self._append_op(cid, messages), "append", cid, txn=self._append_txn)
 
     async def aread(
         self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None

@@ -151,13 +151,22 @@ class SQLiteStore:
             cur.row_factory = None
             try:
                 if write:
+                    if conn.in_transaction:
+                        op.close()
+                        raise StoreError(
+                            f"{what} on {self._where}: the connection already has an open "
+                            "transaction; pass a connection in autocommit or legacy mode"
+                        )
+                    # Explicit statements rather than commit()/rollback(), which do nothing
+                    # on a connection in autocommit mode (Python 3.12+).
                     cur.execute("BEGIN IMMEDIATE")
                     try:
                         result = run_sync(cur, op)
                     except BaseException:
-                        conn.rollback()
+                        if conn.in_transaction:
+                            cur.execute("ROLLBACK")
                         raise
-                    conn.commit()
+                    cur.execute("COMMIT")
                     return result
                 return run_sync(cur, op)
             except sqlite3.Error as exc:
