@@ -662,3 +662,38 @@ async def test_azure_client_needs_its_async_twin_and_uses_max_completion_tokens(
         assert srv.requests == []
     finally:
         azure.close()
+
+
+async def test_adapter_modules_import_no_sdk_and_construct_without_io() -> None:
+    import subprocess
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import sys
+        from contextfold.summarizers import AnthropicSummarizer, LiteLLMSummarizer
+        from contextfold.summarizers import OpenAISummarizer
+        OpenAISummarizer(model="m", base_url="http://127.0.0.1:9/v1")
+        AnthropicSummarizer(model="m", base_url="http://127.0.0.1:9")
+        LiteLLMSummarizer(model="openai/m", api_base="http://127.0.0.1:9/v1")
+        loaded = {"openai", "anthropic", "litellm", "httpx"} & set(sys.modules)
+        assert not loaded, loaded
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+async def test_adapters_satisfy_both_protocols() -> None:
+    from contextfold.summarizers import AnthropicSummarizer, LiteLLMSummarizer
+    from contextfold.summarizers.base import AsyncSummarizer, Summarizer
+
+    for summarizer in (
+        OpenAISummarizer(object(), async_client=object(), model="m"),
+        AnthropicSummarizer(object(), async_client=object(), model="m"),
+        LiteLLMSummarizer(model="openai/m"),
+    ):
+        assert isinstance(summarizer, Summarizer)
+        assert isinstance(summarizer, AsyncSummarizer)
