@@ -340,19 +340,22 @@ class _ToolIds:
     other providers use ids such as ``functions.search:0``, which Anthropic rejects.
     """
 
-    __slots__ = ("_current", "_used")
+    __slots__ = ("_current", "_next", "_used")
 
     def __init__(self) -> None:
         self._used: set[str] = set()
         self._current: dict[str, str] = {}
+        self._next: dict[str, int] = {}  # next suffix to try, so reuse stays linear
 
     def call(self, original: str) -> str:
         new = _clean_id(original)
         if new in self._used:
-            n = 2
-            while f"{new}_{n}" in self._used:
+            base = new
+            n = self._next.get(base, 2)
+            while f"{base}_{n}" in self._used:
                 n += 1
-            new = f"{new}_{n}"
+            self._next[base] = n + 1
+            new = f"{base}_{n}"
         self._used.add(new)
         self._current[original] = new
         return new
