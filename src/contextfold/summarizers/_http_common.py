@@ -36,7 +36,6 @@ __all__ = [
     "Finish",
     "ProviderSummarizer",
     "StreamAccumulator",
-    "StreamCutShort",
     "as_int",
     "clamp_tokens",
     "ensure_installed",
@@ -73,10 +72,6 @@ _TRANSPORT_NAMES = frozenset(
     }
 )
 _RATE_LIMIT_TYPES = frozenset({"rate_limit_error", "rate_limit_exceeded", "insufficient_quota"})
-
-
-class StreamCutShort(Exception):
-    """Raised internally when a stream ends before the provider said it was finished."""
 
 
 def ensure_installed(module: str, feature: str, extra: str) -> None:
@@ -215,8 +210,6 @@ def failure_from_exception(
         return fail(reason or "cancelled", "aborted")
     names = _class_names(exc)
     chain = _exception_chain(exc)
-    if isinstance(exc, StreamCutShort):
-        return fail(str(exc) or "stream ended before the answer was complete", "truncated")
     bad_json = next((e for e in chain if isinstance(e, json.JSONDecodeError)), None)
     if bad_json is not None:
         return fail(f"malformed stream data: {_shorten(str(bad_json))}", "error")
