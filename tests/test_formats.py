@@ -50,7 +50,7 @@ def test_data_files_are_found() -> None:
 def test_tau_bench_round_trip(tau_runs: list[dict[str, Any]], run: int) -> None:
     traj = tau_runs[run]["traj"]
     before = copy.deepcopy(traj)
-    messages = openai_chat.load(traj)
+    messages = openai_chat.load(traj, strict=True)
     assert openai_chat.dump(messages) == traj
     assert traj == before  # loading never edits the caller's payload
     turns.validate(messages)
@@ -59,7 +59,7 @@ def test_tau_bench_round_trip(tau_runs: list[dict[str, Any]], run: int) -> None:
 @pytest.mark.parametrize("name", SWE_FILES)
 def test_swe_agent_round_trip(name: str) -> None:
     payload = _swe(name)
-    messages = openai_chat.load(payload)
+    messages = openai_chat.load(payload, strict=True)
     assert openai_chat.dump(messages) == payload
     assert formats.detect(payload) == "openai_chat"
     turns.validate(messages)
@@ -68,7 +68,7 @@ def test_swe_agent_round_trip(name: str) -> None:
 @pytest.mark.parametrize("name", CLAUDE_FILES)
 def test_claude_code_round_trip(name: str) -> None:
     payload = _claude(name)
-    messages = anthropic.load(payload)
+    messages = anthropic.load(payload, strict=True)
     assert anthropic.dump(messages) == payload
     assert formats.detect(payload) == "anthropic"
     assert formats.dump(formats.load(payload), "anthropic") == payload
