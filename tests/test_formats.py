@@ -53,6 +53,7 @@ def test_tau_bench_round_trip(tau_runs: list[dict[str, Any]], run: int) -> None:
     messages = openai_chat.load(traj, strict=True)
     assert openai_chat.dump(messages) == traj
     assert traj == before  # loading never edits the caller's payload
+    assert formats.detect(traj) == "openai_chat"
     turns.validate(messages)
 
 
