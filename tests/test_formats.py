@@ -1019,3 +1019,16 @@ def test_results_come_first_in_an_anthropic_user_message() -> None:
         {"type": "tool_result", "tool_use_id": "t1", "content": "done"},
         {"type": "text", "text": "by the way"},
     ]
+
+
+def test_detect_explains_objects_it_cannot_place() -> None:
+    with pytest.raises(FormatError, match="Responses items"):
+        formats.detect(
+            {"messages": [{"type": "function_call_output", "call_id": "a", "output": ""}]}
+        )
+    mixed = [
+        {"role": "tool", "tool_call_id": "a", "content": "x"},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]},
+    ]
+    with pytest.raises(FormatError, match="mix"):
+        formats.detect({"messages": mixed})

@@ -139,7 +139,9 @@ def detect(payload: Any) -> FormatName:
             return "openai_chat"
         if found <= {"anthropic"}:
             return "anthropic"
-        raise FormatError(f"cannot detect the format: messages mix {sorted(found)}")
+        if len(found) > 1:
+            raise FormatError(f"cannot detect the format: messages mix {sorted(found)}")
+        raise FormatError("cannot detect the format: Responses items in a 'messages' list")
     if not isinstance(payload, list):
         raise FormatError(f"cannot detect the format of a {type(payload).__name__}")
     found = set()
