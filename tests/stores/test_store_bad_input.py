@@ -280,3 +280,22 @@ def test_postgres_refuses_a_newer_schema(postgres_backend: Any) -> None:
         rows = conn.execute(f'SELECT version, name FROM "{schema}".contextfold_schema').fetchall()
     assert rows == [(1, "0001_initial_log")]
     assert [s.message.text for s in persistent_backend.open().read("c")] == ["kept"]
+
+
+@pytest.mark.parametrize(
+    ("target", "secret"),
+    [
+        ("postgresql://127.0.0.1:1/db?password=hunter2", "hunter2"),
+        ("host=127.0.0.1 port=1 password='s3 cret' dbname=x", "s3 cret"),
+    ],
+)
+def test_postgres_password_is_not_echoed(target: str, secret: str) -> None:
+    from contextfold.stores import PostgresStore
+
+    store = PostgresStore(target, connect_timeout=1.0)
+    with pytest.raises(StoreError) as info:
+        store.last_seq("c")
+    store.close()
+    assert secret not in str(info.value)
+    assert secret not in repr(store)
+    assert "***" in str(info.value)

@@ -230,11 +230,12 @@ def check_checkpoint_commit(
 
 
 _URL_PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
+_CONNINFO_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
 
 
 def redact_url(url: str) -> str:
-    """The URL with any password replaced, for error messages."""
-    return _URL_PASSWORD.sub(r"\1***@", url)
+    """The URL or libpq conninfo with any password replaced, for error messages."""
+    return _CONNINFO_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", url))
 
 
 def as_text(value: Any) -> str:

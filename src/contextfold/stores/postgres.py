@@ -399,7 +399,8 @@ class PostgresStore:
         psycopg = self._psycopg
         key = self._lock_key(cid)
         try:
-            conn = psycopg.connect(self._conninfo, autocommit=True, **self._connect_kwargs())
+            kwargs = dict(self._connect_kwargs(), autocommit=True)
+            conn = psycopg.connect(self._conninfo, **kwargs)
         except psycopg.Error as exc:
             raise self._error("compaction_lock", exc, cid) from exc
         try:
@@ -500,9 +501,8 @@ class PostgresStore:
         psycopg = self._psycopg
         key = self._lock_key(cid)
         try:
-            conn = await psycopg.AsyncConnection.connect(
-                self._conninfo, autocommit=True, **self._connect_kwargs()
-            )
+            kwargs = dict(self._connect_kwargs(), autocommit=True)
+            conn = await psycopg.AsyncConnection.connect(self._conninfo, **kwargs)
         except psycopg.Error as exc:
             raise self._error("compaction_lock", exc, cid) from exc
         try:
