@@ -218,3 +218,39 @@ async def test_missing_litellm_package_names_the_extra(monkeypatch: pytest.Monke
     monkeypatch.setitem(sys.modules, "litellm", None)
     with pytest.raises(MissingExtraError, match=r"'litellm' extra"):
         LiteLLMSummarizer(model="openai/x")
+
+
+async def test_cache_aligned_replays_the_conversation(srv: WireServer) -> None:
+    from contextfold.formats import openai_chat
+    from contextfold.messages import ToolCallPart
+
+    system = (Message.system("You are the refunds assistant.", id="s1"),)
+    call = ToolCallPart("call_3", "refund", '{"order": "88412"}')
+    span = (
+        Message.user("Refund order #88412", id="u1"),
+        Message.assistant(None, tool_calls=[call], id="a1"),
+        Message.tool_result("call_3", "refunded 129.99", id="t1"),
+        Message.assistant("Refunded $129.99.", id="a2"),
+    )
+    tool = {"type": "function", "function": {"name": "refund", "parameters": {"type": "object"}}}
+    req = SummaryRequest(span, mode="cache_aligned", system=system, tools=(tool,))
+    srv.script(JSONReply(wire.chat_completion("ok")), JSONReply(wire.chat_completion("Done.")))
+    # The conversation's own request, sent through LiteLLM as the application would send it.
+    litellm.completion(
+        model="openai/" + wire.MODEL,
+        api_base=srv.url + "/v1",
+        api_key="test-key",
+        messages=openai_chat.dump([*system, *span]),
+        tools=[tool],
+        num_retries=0,
+        max_retries=0,
+    )
+    own = srv.last.body
+    res = make(srv).summarize(req)
+    assert res.ok, res.reason
+    body = srv.last.body
+    # LiteLLM normalizes both requests alike, so the summary call's prefix is the
+    # conversation's own request, message for message.
+    assert body["messages"][:-1] == own["messages"]
+    assert body["messages"][-1]["role"] == "user"
+    assert body["tools"] == own["tools"]
