@@ -697,3 +697,15 @@ async def test_adapters_satisfy_both_protocols() -> None:
     ):
         assert isinstance(summarizer, Summarizer)
         assert isinstance(summarizer, AsyncSummarizer)
+
+
+async def test_sdk_retries_are_used_when_allowed(srv: WireServer) -> None:
+    s = OpenAISummarizer(
+        model=wire.MODEL, base_url=srv.url + "/v1", api_key="k", max_retries=1, timeout=2
+    )
+    flaky = JSONReply(wire.error_body("blip"), status=500, headers={"retry-after-ms": "5"})
+    srv.script(flaky, JSONReply(wire.chat_completion("after a retry")))
+    res = s.summarize(request())
+    assert res.text == "after a retry"
+    assert len(srv.requests) == 2
+    s.close()
