@@ -367,20 +367,17 @@ def _dump_recorded(m: Message, envelopes: list[Any], out: list[dict[str, Any]]) 
                 item["content"] = chunk[0].text if chunk else ""  # type: ignore[union-attr]
             else:
                 item["content"] = _dump_parts(chunk, role)
-        elif kind in _CALL_TYPES:
-            call = chunk[0]
-            assert isinstance(call, ToolCallPart)
-            item.update(call_id=call.id, name=call.name)
-            item[_CALL_TYPES[kind]] = call.arguments
-        elif kind == "reasoning":
-            think = chunk[0]
-            assert isinstance(think, ThinkingPart)
-            _fill_reasoning(item, think)
-        elif kind in _OUTPUT_TYPES:
-            result = chunk[0]
-            assert isinstance(result, ToolResultPart)
-            item["call_id"] = result.call_id
-            item["output"] = _dump_output(result)
+        else:
+            # _fits checked that each item type still has its one part of the right kind.
+            part = chunk[0] if chunk else None
+            if isinstance(part, ToolCallPart):
+                item.update(call_id=part.id, name=part.name)
+                item[_CALL_TYPES.get(kind, "arguments")] = part.arguments
+            elif isinstance(part, ThinkingPart):
+                _fill_reasoning(item, part)
+            elif isinstance(part, ToolResultPart):
+                item["call_id"] = part.call_id
+                item["output"] = _dump_output(part)
         out.append(item)
 
 
