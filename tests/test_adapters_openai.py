@@ -709,3 +709,14 @@ async def test_sdk_retries_are_used_when_allowed(srv: WireServer) -> None:
     assert res.text == "after a retry"
     assert len(srv.requests) == 2
     s.close()
+
+
+@HOW
+async def test_stream_that_stalls_past_the_deadline_times_out(
+    srv: WireServer, clients: Any, how: str
+) -> None:
+    srv.script(SSEReply(wire.chat_stream(["First ", "second"], between=[Pause(0.5)])))
+    start = time.monotonic()
+    res = await run(make(clients, stream=True), request(deadline=time.monotonic() + 0.15), how)
+    assert (res.ok, res.code) == (False, "timeout"), res.reason
+    assert time.monotonic() - start < 0.45
