@@ -124,9 +124,6 @@ class SQLiteStore:
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             if self._owned and not in_memory:
-                # Larger pages suit a log of ~100-1000 byte rows (fewer page splits per
-                # append); this only takes effect when the file is being created.
-                conn.execute("PRAGMA page_size = 16384")
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {synchronous}")
             if not self._run(op_schema_current(self._dialect), write=False, what="open"):
