@@ -248,7 +248,8 @@ def chart_memory(data: Any) -> list[Path]:
         values.append(row["steady_median_ms"])
     session = data.get("sqlite_session") or {}
     if "get_items_median_ms" in session:
-        labels.append(f"agents SQLiteSession {session.get('messages', 0):,}")
+        items = session.get("items", session.get("messages", 0))
+        labels.append(f"agents SQLiteSession.get_items()\n{items:,} items")
         values.append(session["get_items_median_ms"])
     fig, ax = _figure("build_context after one append (median)", "ms", "")
     ax.barh(labels, values)
