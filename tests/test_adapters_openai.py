@@ -280,6 +280,28 @@ async def test_chat_stream_cancel_between_chunks_aborts(
 
 
 @HOW
+@pytest.mark.parametrize("stream", [False, True])
+async def test_leading_think_block_is_dropped(
+    srv: WireServer, clients: Any, how: str, stream: bool
+) -> None:
+    # Reasoning models behind Ollama or vLLM put their reasoning in the answer text.
+    if stream:
+        pieces = ["<thi", "nk>The user wants", " a rename.</think>\n\n", "Renamed app.py."]
+        srv.script(SSEReply(wire.chat_stream(pieces)))
+    else:
+        srv.script(JSONReply(wire.chat_completion("<think>reasoning</think>\nRenamed app.py.")))
+    res = await run(make(clients, stream=stream), request(), how)
+    assert res.ok, res.reason
+    assert res.text == "Renamed app.py."
+
+
+async def test_answer_that_is_only_thinking_is_empty(srv: WireServer, clients: Any) -> None:
+    srv.script(JSONReply(wire.chat_completion("<think>still thinking when the answer ended")))
+    res = make(clients).summarize(request())
+    assert (res.ok, res.code) == (False, "empty")
+
+
+@HOW
 async def test_cancelled_before_start_sends_nothing(
     srv: WireServer, clients: Any, how: str
 ) -> None:

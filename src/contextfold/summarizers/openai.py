@@ -8,7 +8,9 @@ streamed.
 Failures never raise: they come back as :class:`SummarizationResult` failures with a code
 (``rate_limited`` for HTTP 429, ``http_error`` for other statuses, ``timeout``, ``aborted``,
 ``truncated`` when the answer hit the token limit or the stream broke off, ``empty``,
-``tool_call``, ``error`` for anything else, malformed stream data included).
+``tool_call``, ``error`` for anything else, malformed stream data included). A leading
+``<think>...</think>`` block, which reasoning models behind compatible servers write into the
+answer text, is dropped like any other thinking.
 
 Cache identity. OpenAI routes requests to its prompt cache by prefix and by
 ``prompt_cache_key``. An *isolated* summary call sends a fresh random ``prompt_cache_key`` so
@@ -20,6 +22,7 @@ one), so the provider serves the replayed prefix from cache.
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from collections.abc import Mapping
@@ -324,6 +327,20 @@ def chat_usage(usage: Any) -> Usage | None:
     )
 
 
+_THINK = re.compile(r"\A\s*<(think|thinking|reasoning)>.*?(?:</\1>|\Z)\s*", re.DOTALL)
+
+
+def strip_think(text: str) -> str:
+    """Drop a leading ``<think>...</think>`` block from an answer.
+
+    Reasoning models served through OpenAI-compatible servers (Ollama, vLLM, llama.cpp)
+    often put their chain of thought inside the answer text in such tags. It is scratch
+    work, not summary: like thinking blocks elsewhere, it is left out. A block that never
+    closes (the answer was all thinking) leaves nothing, so the result is ``empty``.
+    """
+    return _THINK.sub("", text, count=1)
+
+
 def _chat_finish(reason: Any) -> Finish | None:
     if reason is None:
         return None
@@ -342,7 +359,7 @@ def _parse_chat(response: Any, model: str) -> SummarizationResult:
         )
     choice = choices[0]
     message = field(choice, "message")
-    text = field(message, "content") or ""
+    text = strip_think(str(field(message, "content") or ""))
     refusal = field(message, "refusal")
     tool_called = bool(field(message, "tool_calls")) or bool(field(message, "function_call"))
     finish = _chat_finish(field(choice, "finish_reason"))
@@ -401,7 +418,7 @@ class _ChatStream:
         return None
 
     def result(self) -> SummarizationResult:
-        text = "".join(self.pieces)
+        text = strip_think("".join(self.pieces))
         finish = self.finish
         if finish == "stop" and self.refusal and not text.strip():
             finish = "refused"
