@@ -519,12 +519,20 @@ class ProviderSummarizer(abc.ABC):
             streamed=acc is not None and acc.events > 0,
         )
 
-    def _interrupted(self, request: SummaryRequest) -> SummarizationResult | None:
+    def _cancelled(self, request: SummaryRequest) -> SummarizationResult | None:
+        """``aborted`` when the caller cancelled: even a finished answer is then dropped."""
         if request.cancelled:
             reason = request.cancel.reason if request.cancel is not None else None
             return SummarizationResult.failure(
                 f"{self.provider}: {reason or 'cancelled'}", "aborted", model=self.model
             )
+        return None
+
+    def _interrupted(self, request: SummaryRequest) -> SummarizationResult | None:
+        """Between stream chunks: cancelled, or past the deadline with the answer unfinished."""
+        cancelled = self._cancelled(request)
+        if cancelled is not None:
+            return cancelled
         if request.expired:
             return SummarizationResult.failure(
                 f"{self.provider}: deadline passed while the answer was streaming",
@@ -537,7 +545,9 @@ class ProviderSummarizer(abc.ABC):
         """Ask the provider for a summary; never raises for provider failures.
 
         A cancel token or a deadline is checked before the call and between stream chunks
-        (the stream is then closed); the deadline also bounds each network read.
+        (the stream is then closed); the deadline also bounds each network read. An answer
+        that arrived whole is kept even if the deadline passed meanwhile (it is paid for);
+        a cancelled request drops it.
         """
         early = precheck(request)
         if early is not None:
@@ -546,7 +556,7 @@ class ProviderSummarizer(abc.ABC):
         try:
             answer = self._start(request)
             if not self.stream:
-                return self._interrupted(request) or self._parse(answer)
+                return self._cancelled(request) or self._parse(answer)
             acc = self._accumulator()
             try:
                 for event in answer:
@@ -555,7 +565,7 @@ class ProviderSummarizer(abc.ABC):
                         return stop
             finally:
                 _close_sync(answer)
-            return self._interrupted(request) or acc.result()
+            return self._cancelled(request) or acc.result()
         except Exception as exc:
             return self._fail(exc, request, acc)
 
@@ -573,7 +583,7 @@ class ProviderSummarizer(abc.ABC):
         try:
             answer = await self._astart(request)
             if not self.stream:
-                return self._interrupted(request) or self._parse(answer)
+                return self._cancelled(request) or self._parse(answer)
             acc = self._accumulator()
             try:
                 async for event in answer:
@@ -582,6 +592,6 @@ class ProviderSummarizer(abc.ABC):
                         return stop
             finally:
                 await _close_async(answer)
-            return self._interrupted(request) or acc.result()
+            return self._cancelled(request) or acc.result()
         except Exception as exc:
             return self._fail(exc, request, acc)
