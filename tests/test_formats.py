@@ -589,3 +589,212 @@ def test_detect_explains_objects_it_cannot_place() -> None:
     ]
     with pytest.raises(FormatError, match="mix"):
         formats.detect({"messages": mixed})
+
+
+CHAT_SHAPES: list[list[dict[str, Any]]] = [
+    [
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "c", "type": "custom", "custom": {"name": "patch", "input": "*** Begin"}}
+            ],
+        }
+    ],
+    [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": "{}", "strict": True},
+                    "index": 0,
+                }
+            ],
+        }
+    ],
+    [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "https://x.test/a.png", "detail": None, "hint": 1},
+                }
+            ],
+        }
+    ],
+    [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "data:image/webp;base64,UklG"},
+                    "cache": "x",
+                }
+            ],
+        }
+    ],
+    [
+        {"role": "user", "name": None, "content": "hi"},
+        {"role": "tool", "tool_call_id": "c", "name": None, "content": ""},
+    ],
+    [
+        {"role": "tool", "tool_call_id": "c"},
+        {"role": "tool", "tool_call_id": "d", "content": [{"type": "text", "text": "r"}]},
+    ],
+    [
+        {
+            "role": "assistant",
+            "content": "x",
+            "tool_calls": None,
+            "function_call": {"name": "old", "arguments": "{}"},
+        }
+    ],
+    [{"role": "system", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+    [{"role": "developer", "content": "d", "tool_calls": [1]}],
+]
+ANTHROPIC_SHAPES: list[dict[str, Any]] = [
+    {
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "image", "source": {"type": "file", "file_id": "f1"}}],
+            }
+        ]
+    },
+    {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "image",
+                        "source": {"type": "url", "url": "https://x.test/a.png", "extra": 1},
+                        "cache_control": {"type": "ephemeral"},
+                    }
+                ],
+            }
+        ]
+    },
+    {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t"},
+                    {"type": "tool_result", "tool_use_id": "u", "content": None, "is_error": None},
+                ],
+            }
+        ]
+    },
+    {
+        "messages": [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "t", "signature": None},
+                    {"type": "server_tool_use", "id": "s", "name": "web_search", "input": {}},
+                ],
+            }
+        ]
+    },
+    {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "document",
+                        "source": {"type": "text", "data": "x", "media_type": "text/plain"},
+                    }
+                ],
+            }
+        ]
+    },
+    {
+        "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": "q", "metadata": {"k": "v"}}],
+    },
+    {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t",
+                        "content": [
+                            {"type": "text", "text": "a"},
+                            {
+                                "type": "image",
+                                "source": {
+                                    "type": "base64",
+                                    "media_type": "image/png",
+                                    "data": "iVBO",
+                                },
+                            },
+                            {"type": "search_result", "title": "x"},
+                        ],
+                    }
+                ],
+            }
+        ]
+    },
+]
+RESPONSES_SHAPES: list[list[dict[str, Any]]] = [
+    [
+        {
+            "type": "message",
+            "role": "user",
+            "content": [
+                {"type": "input_image", "image_url": None, "file_id": "f", "detail": "high"}
+            ],
+        }
+    ],
+    [
+        {
+            "type": "message",
+            "role": "system",
+            "content": [{"type": "input_text", "text": "s"}],
+            "status": "completed",
+        }
+    ],
+    [
+        {
+            "type": "reasoning",
+            "id": "r",
+            "summary": [{"type": "summary_text", "text": "a", "extra": 1}],
+        }
+    ],
+    [{"type": "reasoning", "id": "r"}],
+    [
+        {
+            "type": "function_call_output",
+            "call_id": "c",
+            "output": [
+                {"type": "input_image", "image_url": "https://x.test/i.png", "detail": "auto"},
+                {"type": "input_file", "file_id": "f"},
+            ],
+        }
+    ],
+    [{"role": "assistant", "content": "easy"}, {"type": "item_reference", "id": "ref"}],
+    [{"type": "message", "role": "assistant", "content": []}],
+]
+
+
+@pytest.mark.parametrize("payload", CHAT_SHAPES)
+def test_rarer_chat_shapes_round_trip(payload: list[dict[str, Any]]) -> None:
+    assert openai_chat.dump(openai_chat.load(payload)) == payload
+
+
+@pytest.mark.parametrize("payload", ANTHROPIC_SHAPES)
+def test_rarer_anthropic_shapes_round_trip(payload: dict[str, Any]) -> None:
+    assert anthropic.dump(anthropic.load(payload)) == payload
+
+
+@pytest.mark.parametrize("payload", RESPONSES_SHAPES)
+def test_rarer_responses_shapes_round_trip(payload: list[dict[str, Any]]) -> None:
+    assert openai_responses.dump(openai_responses.load(payload)) == payload
