@@ -532,3 +532,11 @@ def test_responses_format_round_trip_through_compact(tmp_path: Path) -> None:
     assert data["stats"]["format"] == "responses"
     assert formats.detect(data["context"]) == "openai_responses"
     check_context(formats.load(data["context"], "openai_responses"), original, 900)
+
+
+@pytest.mark.parametrize("name", [case[0] for case in EXAMPLE_CASES])
+def test_compact_within_budget_gives_back_the_input_unchanged(name: str) -> None:
+    path = EXAMPLES / name
+    proc = cli("compact", str(path), "--budget", "100000", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == json.loads(path.read_text())
