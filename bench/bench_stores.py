@@ -327,6 +327,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     redis_url = os.environ.get("CONTEXTFOLD_TEST_REDIS_URL")
     pg_url = os.environ.get("CONTEXTFOLD_TEST_POSTGRES_URL")
     schema = "cfbench_" + uuid.uuid4().hex[:8]
+    prefix = "cfbench-" + uuid.uuid4().hex[:8]
     with tempfile.TemporaryDirectory(prefix="cf-bench-stores-") as tmp:
         folder = Path(tmp)
 
@@ -345,7 +346,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 ),
             ]
             if redis_url:
-                prefix = "cfbench-" + uuid.uuid4().hex[:8]
                 contenders.append(
                     Ours(
                         "RedisStore", lambda: open_store(redis_url, key_prefix=prefix), cleanup=True
@@ -367,6 +367,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         try:
             results = asyncio.run(run())
         finally:
+            if redis_url:
+                import redis
+
+                client = redis.Redis.from_url(redis_url)
+                keys = list(client.scan_iter(match=f"{prefix}:*"))
+                if keys:
+                    client.delete(*keys)
+                client.close()
             if pg_url:
                 import psycopg
 

@@ -164,8 +164,14 @@ def test_redis_key_prefixes_isolate_applications(redis_backend: Any) -> None:
         assert b.last_seq("same-id") == 0
         assert "same-id" not in b.list_conversations()
     finally:
-        b.delete("same-id")
         b.close()
+        import redis
+
+        client = redis.Redis.from_url(redis_backend.url)
+        keys = list(client.scan_iter(match=redis_backend.options["key_prefix"] + "-b:*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
 
 
 # -- PostgreSQL ------------------------------------------------------------------------
