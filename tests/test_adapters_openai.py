@@ -212,6 +212,25 @@ async def test_chat_stream_malformed_event_is_error(
 
 
 @HOW
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        ({"message": "model crashed", "type": "server_error"}, "error"),
+        ({"message": "slow down", "type": "rate_limit_exceeded"}, "rate_limited"),
+    ],
+)
+async def test_chat_error_object_mid_stream(
+    srv: WireServer, clients: Any, how: str, error: dict[str, str], code: str
+) -> None:
+    # Some compatible servers and routers report failures as a data event mid-stream.
+    items = wire.chat_stream(["Half "], finish_reason=None, done=False)
+    srv.script(SSEReply([*items, {"error": error}]))
+    res = await run(make(clients, stream=True), request(), how)
+    assert (res.ok, res.code) == (False, code), res.reason
+    assert error["message"] in (res.reason or "")
+
+
+@HOW
 @pytest.mark.parametrize("stream", [False, True])
 async def test_chat_empty_answer_is_empty(
     srv: WireServer, clients: Any, how: str, stream: bool
