@@ -352,10 +352,8 @@ async def test_async_bad_input_is_a_store_error(backend: Any) -> None:
         await store.aclose()
 
 
-def test_closed_store_refuses_work(backend: Any) -> None:
-    if backend.name == "memory":
-        pytest.skip("the in-memory store holds no resources")
-    store = backend.open()
+def test_closed_store_refuses_work(persistent_backend: Any) -> None:
+    store = persistent_backend.open()
     store.append(cid(), users(1))
     store.close()
     with pytest.raises(StoreError, match="closed"):
