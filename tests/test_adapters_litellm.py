@@ -135,7 +135,7 @@ async def test_html_page_instead_of_a_completion_fails(srv: WireServer, how: str
 
 @HOW
 async def test_timeout(srv: WireServer, how: str) -> None:
-    srv.script(JSONReply(wire.chat_completion("late"), delay=0.4))
+    srv.script(JSONReply(wire.chat_completion("late"), delay=1.0))
     res = await run(make(srv, timeout=0.1), request(), how)
     assert res.code == "timeout"
 
