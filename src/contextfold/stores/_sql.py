@@ -239,7 +239,7 @@ def postgres_dialect(schema: str) -> Dialect:
         lock_conversation=f"SELECT last_seq FROM {conv} WHERE id = %s FOR UPDATE",
         insert_messages=(
             f"INSERT INTO {msgs} (conversation_id, seq, data)"
-            " SELECT %s, u.s, u.d FROM unnest(%s::bigint[], %s::text[]) AS u(s, d)"
+            " SELECT %s, u.s, u.d FROM unnest(%b::bigint[], %b::text[]) AS u(s, d)"
         ),
         insert_uses_arrays=True,
         select_messages=(
@@ -258,14 +258,15 @@ def postgres_dialect(schema: str) -> Dialect:
             f"INSERT INTO {ckpts} (conversation_id, n, id, data) VALUES (%s, %s, %s, %s)"
         ),
         # Counter bump and inserts in one statement: one round trip, and atomic on its own
-        # even on an autocommit connection.
+        # even on an autocommit connection. The batch travels as one binary text[] (%b):
+        # the text array format would escape every quote in the JSON, several times slower.
         append_one_shot=(
             f"WITH bump AS (INSERT INTO {conv} AS c (id, last_seq) VALUES (%s, %s)"
             " ON CONFLICT (id) DO UPDATE SET last_seq = c.last_seq + EXCLUDED.last_seq"
             " RETURNING last_seq),"
             f" ins AS (INSERT INTO {msgs} (conversation_id, seq, data)"
             " SELECT %s, bump.last_seq - %s + u.ord, u.d"
-            " FROM bump, unnest(%s::text[]) WITH ORDINALITY AS u(d, ord))"
+            " FROM bump, unnest(%b::text[]) WITH ORDINALITY AS u(d, ord))"
             " SELECT last_seq FROM bump"
         ),
         select_conversations=f'SELECT id FROM {conv} ORDER BY id COLLATE "C"',
