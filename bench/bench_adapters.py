@@ -8,9 +8,10 @@ sessions, 200 timed calls per case) or ``--tiny`` (a few conversations, 20 calls
    call is built exactly as the adapter sends it (``OpenAISummarizer.build_request`` for the
    τ-bench OpenAI Chat runs, ``AnthropicSummarizer.build_request`` for the Claude Code
    sessions). Reported per mode: input tokens (approximate counter on the JSON the provider
-   receives), the *cacheable share* (tokens of the leading messages that are byte-identical to
-   the conversation's own request, the most a prefix cache can serve; isolated calls use a
-   fresh cache identity, so none), and the *effective input cost* in uncached-token units
+   receives), the *cacheable share* (tokens of the leading messages whose content is identical
+   to the conversation's own request, the most a prefix cache can serve; ``cache_control``
+   markers and string-vs-text-block spelling are ignored, as they do not change what is
+   cached; isolated calls use a fresh cache identity, so none), and the *effective input cost* in uncached-token units
    with cache reads priced at 10% (Anthropic's and OpenAI's current discount).
 2. **Adapter overhead.** The same request sent through the real SDK client to a local wire
    server (``tests/wire``), once as a raw SDK call with prebuilt arguments and once through
@@ -111,10 +112,29 @@ def _tokens(value: Any) -> int:
     return COUNTER.count_text(value if isinstance(value, str) else json.dumps(value))
 
 
+def _unmarked(value: Any) -> Any:
+    """``value`` without ``cache_control`` markers (they place cache entries; the cached
+    content is the same with or without them)."""
+    if isinstance(value, dict):
+        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    return value
+
+
+def _same_content(a: Any, b: Any) -> bool:
+    a, b = _unmarked(a), _unmarked(b)
+    if isinstance(a.get("content"), str):
+        a = {**a, "content": [{"type": "text", "text": a["content"]}]}
+    if isinstance(b.get("content"), str):
+        b = {**b, "content": [{"type": "text", "text": b["content"]}]}
+    return bool(a == b)
+
+
 def _leading_identical(sent: Sequence[Any], own: Sequence[Any]) -> int:
     n = 0
     for a, b in zip(sent, own, strict=False):
-        if a != b:
+        if not _same_content(a, b):
             break
         n += 1
     return n

@@ -361,13 +361,67 @@ async def test_cache_aligned_replays_system_tools_and_cache_markers(
         mode="cache_aligned",
         kind="checkpoint",
     )
-    srv.script(JSONReply(wire.message(["## Primary request and intent\n- deploy"])))
+    srv.script(
+        JSONReply(wire.message(["## Primary request and intent\n- deploy"])),
+        JSONReply(wire.message(["## Primary request and intent\n- deploy"])),
+    )
     res = await run(make(clients), req, how)
     assert res.ok, res.reason
     sent = srv.last.body
+    own = CONVERSATION["messages"]
     # The conversation as it was sent, cache_control markers included, then the instruction.
     assert sent["system"] == CONVERSATION["system"]
-    assert sent["messages"][:-1] == CONVERSATION["messages"]
+    assert sent["messages"][:-2] == own[:-1]
+    # Anthropic reads its cache only at breakpoints: the replay's last block carries one.
+    assert sent["messages"][-2] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Will do.", "cache_control": {"type": "ephemeral"}}],
+    }
     assert sent["messages"][-1]["role"] == "user"
     assert "Primary request and intent" in json.dumps(sent["messages"][-1]["content"])
     assert sent["tools"] == [TOOL]
+    assert json.dumps(sent).count("cache_control") == 3
+
+    res = await run(make(clients, cache_breakpoint=False), req, how)
+    assert res.ok, res.reason
+    assert srv.last.body["messages"][:-1] == own  # byte-for-byte replay, no marker added
+
+
+async def test_breakpoint_goes_before_a_merged_instruction_and_respects_the_limit() -> None:
+    from contextfold.summarizers.anthropic import mark_replay_end
+
+    marked = {"type": "ephemeral"}
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": f"q{i}", "cache_control": marked}]}
+        if i % 2 == 0
+        else {"role": "assistant", "content": f"a{i}"}
+        for i in range(10)
+    ]
+    tail = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "ok"},
+            {"type": "text", "text": "INSTRUCTION"},
+        ],
+    }
+    original = json.loads(json.dumps([*messages, tail]))
+    kwargs: dict[str, Any] = {
+        "system": [{"type": "text", "text": "S", "cache_control": marked}],
+        "messages": [*messages, tail],
+    }
+    mark_replay_end(kwargs)
+    sent = kwargs["messages"]
+    # The instruction was merged into the last user message: the mark goes on the block
+    # before it, and the instruction block stays unmarked.
+    assert sent[-1]["content"][0]["cache_control"] == marked
+    assert "cache_control" not in sent[-1]["content"][1]
+    # Five message markers + system + ours would be seven: the oldest ones were dropped.
+    assert json.dumps(kwargs).count("cache_control") == 4
+    assert ["cache_control" in m["content"][0] for m in sent[:10:2]] == [
+        False,
+        False,
+        False,
+        True,
+        True,
+    ]
+    assert [*messages, tail] == original  # the caller's structures were not modified

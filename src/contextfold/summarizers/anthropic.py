@@ -10,7 +10,9 @@ Thinking blocks are ignored; the text blocks are joined.
 Cache use. An *isolated* call writes no ``cache_control`` anywhere, so it never pays for a
 cache entry nobody will read. A *cache-aligned* call replays the conversation's system
 prompt, tools and messages exactly as they were sent (``cache_control`` markers included,
-as :mod:`contextfold.formats.anthropic` keeps them), so it reads the conversation's cache.
+as :mod:`contextfold.formats.anthropic` keeps them) and puts a cache breakpoint on the last
+replayed block, because Anthropic looks its cache up only at breakpoints; the call then reads
+the conversation's cached prefix.
 
 Usage. Anthropic reports uncached input apart from cache reads and writes; the result's
 ``input_tokens`` adds the three up (every prompt token, like OpenAI's ``prompt_tokens``), and
@@ -79,6 +81,10 @@ class AnthropicSummarizer(ProviderSummarizer):
         prompts: the prompt set (see :mod:`contextfold.prompts`).
         extra_body: extra JSON fields for the request body.
         tool_result_limit: characters of each tool result kept in an isolated transcript.
+        cache_breakpoint: in cache-aligned mode, mark the end of the replayed conversation
+            with ``cache_control`` so the cached prefix is actually read (Anthropic looks
+            up its cache only at breakpoints, and stored histories rarely keep the markers
+            an application adds at request time).
 
     Raises:
         MissingExtraError: the ``anthropic`` package is not installed.
@@ -102,6 +108,7 @@ class AnthropicSummarizer(ProviderSummarizer):
         prompts: PromptSet | None = None,
         extra_body: Mapping[str, Any] | None = None,
         tool_result_limit: int = 2000,
+        cache_breakpoint: bool = True,
     ) -> None:
         if client is None or async_client is None:
             ensure_installed("anthropic", "AnthropicSummarizer", "anthropic")
@@ -118,6 +125,7 @@ class AnthropicSummarizer(ProviderSummarizer):
         self.prompts = prompts
         self.extra_body = dict(extra_body) if extra_body else None
         self.tool_result_limit = tool_result_limit
+        self.cache_breakpoint = cache_breakpoint
         self._client = client
         self._async_client = async_client
         self._owned: list[Any] = []
@@ -193,7 +201,8 @@ class AnthropicSummarizer(ProviderSummarizer):
 
         Isolated mode: our system prompt as plain text and one user message with the
         serialized transcript, no ``cache_control``. Cache-aligned mode: the conversation's
-        own system, tools and messages, then the instruction as the last user message.
+        own system, tools and messages, then the instruction as the last user message, with a
+        cache breakpoint at the end of the replay (see :func:`mark_replay_end`).
         """
         kwargs: dict[str, Any] = {"model": self.model}
         kwargs["max_tokens"] = (
@@ -210,6 +219,8 @@ class AnthropicSummarizer(ProviderSummarizer):
             kwargs["messages"] = body["messages"]
             if tools:
                 kwargs["tools"] = tools_for_anthropic(tools)
+            if self.cache_breakpoint:
+                mark_replay_end(kwargs)
         else:
             system_text, user_text = build_isolated_prompt(
                 request, prompts=self.prompts, tool_result_limit=self.tool_result_limit
@@ -269,6 +280,83 @@ class AnthropicSummarizer(ProviderSummarizer):
 
     def _accumulator(self) -> StreamAccumulator:
         return _MessageStream(self.model)
+
+
+MAX_CACHE_BREAKPOINTS = 4  # the Messages API rejects requests with more
+_NO_CACHE_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+
+
+def _marked(block: Any) -> bool:
+    return isinstance(block, Mapping) and "cache_control" in block
+
+
+def mark_replay_end(kwargs: dict[str, Any]) -> None:
+    """Put a cache breakpoint on the last replayed block of a cache-aligned request.
+
+    Anthropic reads its prompt cache only at ``cache_control`` breakpoints (looking back a
+    few blocks from each), so a replay without one pays full price for a prefix that is
+    probably cached. The breakpoint goes on the conversation's last block before the
+    instruction. Markers the replay already carries are kept, except that the oldest
+    message markers are dropped when the request would otherwise exceed the API's limit of
+    four. Only copies are changed: the lists and blocks on the way to a change are copied.
+    """
+    messages: list[Any] = list(kwargs.get("messages") or [])
+    if not messages:
+        return
+    last_content = messages[-1].get("content") if isinstance(messages[-1], Mapping) else None
+    if isinstance(last_content, list) and len(last_content) >= 2:
+        holder, end = len(messages) - 1, len(last_content) - 1  # instruction merged in
+    elif len(messages) >= 2:
+        holder, end = len(messages) - 2, None  # instruction is a message of its own
+    else:
+        return
+    message = dict(messages[holder])
+    content = message.get("content")
+    blocks: list[Any] = (
+        [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+    )
+    candidates = range((len(blocks) if end is None else end) - 1, -1, -1)
+    target = next(
+        (
+            i
+            for i in candidates
+            if isinstance(blocks[i], Mapping)
+            and blocks[i].get("type") not in _NO_CACHE_BLOCKS
+            and not (blocks[i].get("type") == "text" and not blocks[i].get("text"))
+        ),
+        None,
+    )
+    if target is None or _marked(blocks[target]):
+        return
+    system = kwargs.get("system")
+    fixed = sum(_marked(b) for b in system) if isinstance(system, list) else 0
+    fixed += sum(_marked(t) for t in kwargs.get("tools") or [])
+    if fixed >= MAX_CACHE_BREAKPOINTS:
+        return  # system and tools use every breakpoint already
+    spots = [
+        (i, j)
+        for i, m in enumerate(messages)
+        if isinstance(m, Mapping) and isinstance(m.get("content"), list)
+        for j, b in enumerate(m["content"])
+        if _marked(b)
+    ]
+    excess = fixed + len(spots) + 1 - MAX_CACHE_BREAKPOINTS
+    for i, j in spots[: max(excess, 0)]:
+        row = message if i == holder else dict(messages[i])
+        row_blocks = blocks if i == holder else list(row["content"])
+        stripped = dict(row_blocks[j])
+        del stripped["cache_control"]
+        row_blocks[j] = stripped
+        if i == holder:
+            continue
+        row["content"] = row_blocks
+        messages[i] = row
+    marked = dict(blocks[target])
+    marked["cache_control"] = {"type": "ephemeral"}
+    blocks[target] = marked
+    message["content"] = blocks
+    messages[holder] = message
+    kwargs["messages"] = messages
 
 
 def anthropic_usage(usage: Any, base: Usage | None = None) -> Usage | None:
