@@ -286,7 +286,7 @@ def test_a_failed_write_rolls_back_completely(tmp_path: Path) -> None:
         # Make the next message insert fail after the counter was bumped.
         other.execute(
             "CREATE TRIGGER boom BEFORE INSERT ON contextfold_messages"
-            " WHEN NEW.seq = 2 BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+            " WHEN NEW.key & 4294967295 = 2 BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
         )
     with pytest.raises(StoreError, match="disk says no"):
         store.append("c", [Message.user("b")])

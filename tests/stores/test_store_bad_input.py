@@ -118,8 +118,8 @@ def corrupt(backend: Any, conversation: str, seq: int, raw: str) -> None:
         path = backend.url[len("sqlite:///") :]
         with sqlite3.connect(path) as conn:
             conn.execute(
-                "UPDATE contextfold_messages SET data = ? WHERE seq = ? AND conversation ="
-                " (SELECT num FROM contextfold_conversations WHERE id = ?)",
+                "UPDATE contextfold_messages SET data = ? WHERE key = ? +"
+                " (SELECT num << 32 FROM contextfold_conversations WHERE id = ?)",
                 (raw, seq, conversation),
             )
     elif backend.name == "redis":

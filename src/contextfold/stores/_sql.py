@@ -46,6 +46,9 @@ class Query:
 
 Op = Generator[Query, Rows, T]
 
+#: The largest sequence number a conversation can reach (SQLite packs it in 32 bits).
+MAX_SEQ = 2**32 - 1
+
 
 @dataclass(frozen=True, slots=True)
 class Migration:
@@ -94,13 +97,13 @@ def _sqlite_migrations() -> tuple[Migration, ...]:
             1,
             "0001_initial_log",
             (
-                # Messages are keyed by the conversation's integer ``num``: a smaller,
-                # faster key than repeating the text id in every row.
+                # A message's rowid is ``num << 32 | seq`` (``num`` numbers conversations):
+                # one B-tree, rows appended at the end of their conversation's key range,
+                # and a tail window is a rowid range scan.
                 "CREATE TABLE IF NOT EXISTS contextfold_conversations ("
                 " num INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, last_seq INTEGER NOT NULL)",
                 "CREATE TABLE IF NOT EXISTS contextfold_messages ("
-                " conversation INTEGER NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,"
-                " PRIMARY KEY (conversation, seq)) WITHOUT ROWID",
+                " key INTEGER PRIMARY KEY, data TEXT NOT NULL)",
                 "CREATE TABLE IF NOT EXISTS contextfold_checkpoints ("
                 " conversation_id TEXT NOT NULL, n INTEGER NOT NULL, id TEXT NOT NULL,"
                 " data TEXT NOT NULL, PRIMARY KEY (conversation_id, n))",
@@ -140,14 +143,12 @@ def sqlite_dialect() -> Dialect:
         select_key_and_last="SELECT num, last_seq FROM contextfold_conversations WHERE id = ?",
         select_last_seq="SELECT last_seq FROM contextfold_conversations WHERE id = ?",
         lock_conversation="SELECT last_seq FROM contextfold_conversations WHERE id = ?",
-        insert_messages=(
-            "INSERT INTO contextfold_messages (conversation, seq, data) VALUES (?, ?, ?)"
-        ),
+        insert_messages="INSERT INTO contextfold_messages (key, data) VALUES ((? << 32) | ?, ?)",
         insert_uses_arrays=False,
         select_messages=(
-            "SELECT seq, data FROM contextfold_messages WHERE conversation ="
-            " (SELECT num FROM contextfold_conversations WHERE id = ?)"
-            " AND seq > ? ORDER BY seq LIMIT ?"
+            "WITH c AS (SELECT num << 32 AS base FROM contextfold_conversations WHERE id = ?)"
+            " SELECT m.key - c.base, m.data FROM c, contextfold_messages AS m"
+            " WHERE m.key > c.base + ? AND m.key < c.base + 4294967296 ORDER BY m.key LIMIT ?"
         ),
         no_limit=-1,
         select_latest_checkpoint_id=(
@@ -166,8 +167,9 @@ def sqlite_dialect() -> Dialect:
         ),
         select_conversations="SELECT id FROM contextfold_conversations ORDER BY id",
         delete_statements=(
-            "DELETE FROM contextfold_messages WHERE conversation ="
-            " (SELECT num FROM contextfold_conversations WHERE id = ?)",
+            "WITH c AS (SELECT num << 32 AS base FROM contextfold_conversations WHERE id = ?)"
+            " DELETE FROM contextfold_messages"
+            " WHERE key >= (SELECT base FROM c) AND key < (SELECT base FROM c) + 4294967296",
             "DELETE FROM contextfold_checkpoints WHERE conversation_id = ?",
             "DELETE FROM contextfold_locks WHERE conversation_id = ?",
             "DELETE FROM contextfold_conversations WHERE id = ?",
@@ -338,6 +340,8 @@ def op_append(d: Dialect, conversation_id: str, payloads: Sequence[str]) -> Op[l
     if not d.bump_returns:
         rows = yield Query(d.select_key_and_last, (conversation_id,))
     key, last = rows[0][0], int(rows[0][1])
+    if last > MAX_SEQ:
+        raise StoreError(f"conversation {conversation_id!r} is full: seq {last} > {MAX_SEQ}")
     first = last - count + 1
     if d.insert_uses_arrays:
         yield Query(d.insert_messages, (key, list(range(first, last + 1)), payloads))
