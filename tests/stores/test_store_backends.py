@@ -320,3 +320,17 @@ def test_postgres_failed_append_leaves_no_gap(postgres_backend: Any) -> None:
     assert store.last_seq("c") == 1
     assert store.append("c", [Message.user("b")]) == [2]
     assert [s.message.text for s in store.read("c")] == ["a", "b"]
+
+
+def test_sqlite_conversation_cannot_overflow_its_key_range(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "full.db")
+    store.append("c", [Message.user("a")])
+    store.append("d", [Message.user("neighbour")])
+    with sqlite3.connect(tmp_path / "full.db") as conn:
+        conn.execute("UPDATE contextfold_conversations SET last_seq = 4294967294 WHERE id = 'c'")
+    assert store.append("c", [Message.user("last")]) == [4294967295]
+    with pytest.raises(StoreError, match="full"):
+        store.append("c", [Message.user("one too many")])
+    assert store.last_seq("c") == 4294967295
+    assert [s.message.text for s in store.read("d")] == ["neighbour"]  # not overwritten
+    store.close()
