@@ -467,7 +467,9 @@ def _close_sync(stream: Any) -> None:
 
 
 async def _close_async(stream: Any) -> None:
-    close = getattr(stream, "close", None) or getattr(stream, "aclose", None)
+    # ``aclose`` first: LiteLLM's async wrapper has both, and only ``aclose`` awaits the
+    # provider stream's own close (the SDKs' async streams have an async ``close``).
+    close = getattr(stream, "aclose", None) or getattr(stream, "close", None)
     if callable(close):
         try:
             outcome = close()
