@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -9,6 +10,8 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.wire import Call, Drop, JSONReply, Pause, Raw, SSEReply, TextReply, WireServer, serve
 from tests.wire import openai_server as wire
 
@@ -761,3 +764,26 @@ async def test_stream_that_stalls_past_the_deadline_times_out(
     res = await run(make(clients, stream=True), request(deadline=time.monotonic() + 0.15), how)
     assert (res.ok, res.code) == (False, "timeout"), res.reason
     assert time.monotonic() - start < 0.8  # the next chunk comes only after 1 s
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    text=st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r"),
+        min_size=1,
+        max_size=80,
+    ).filter(lambda t: t.strip() and not t.lstrip().startswith("<")),
+    cuts=st.lists(st.integers(min_value=0, max_value=80), max_size=6),
+)
+async def test_any_split_into_deltas_streams_to_the_plain_answer(
+    srv: WireServer, clients: Any, text: str, cuts: list[int]
+) -> None:
+    bounds = sorted({0, len(text), *(c for c in cuts if c < len(text))})
+    pieces = [text[a:b] for a, b in itertools.pairwise(bounds)]
+    srv.script(SSEReply(wire.chat_stream(pieces)), JSONReply(wire.chat_completion(text)))
+    streamed = make(clients, stream=True).summarize(request())
+    plain = make(clients).summarize(request())
+    assert streamed.ok, streamed.reason
+    assert streamed.text == plain.text == text.strip()
