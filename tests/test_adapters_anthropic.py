@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import time
@@ -10,6 +11,8 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.wire import Call, JSONReply, Pause, Raw, SSEReply, TextReply, WireServer, serve
 from tests.wire import anthropic_server as wire
 
@@ -425,3 +428,24 @@ async def test_breakpoint_goes_before_a_merged_instruction_and_respects_the_limi
         True,
     ]
     assert [*messages, tail] == original  # the caller's structures were not modified
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    text=st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=80
+    ).filter(str.strip),
+    cuts=st.lists(st.integers(min_value=0, max_value=80), max_size=6),
+)
+async def test_any_split_into_deltas_streams_to_the_plain_answer(
+    srv: WireServer, clients: Any, text: str, cuts: list[int]
+) -> None:
+    bounds = sorted({0, len(text), *(c for c in cuts if c < len(text))})
+    pieces = [text[a:b] for a, b in itertools.pairwise(bounds)]
+    srv.script(SSEReply(wire.message_stream([pieces])), JSONReply(wire.message([text])))
+    streamed = make(clients, stream=True).summarize(request())
+    plain = make(clients).summarize(request())
+    assert streamed.ok, streamed.reason
+    assert streamed.text == plain.text == text.strip()
