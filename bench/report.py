@@ -331,7 +331,27 @@ def chart_retention(data: Any) -> list[Path]:
     return paths
 
 
+def chart_adapters(data: Any) -> list[Path]:
+    rows = data["modes"]
+    groups = list(dict.fromkeys(r["data"] for r in rows))
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    fig, ax = _figure(
+        "Summary call input cost (cache reads at 10%)", "", "cost relative to isolated"
+    )
+    width = 0.8 / max(1, len(modes))
+    for i, mode in enumerate(modes):
+        values = [
+            next((r["cost_vs_isolated"] for r in rows if r["data"] == g and r["mode"] == mode), 0)
+            for g in groups
+        ]
+        ax.bar([j + i * width for j in range(len(groups))], values, width=width, label=mode)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(groups))], groups, fontsize=8)
+    ax.legend()
+    return [_save(fig, "adapters")]
+
+
 CHARTERS: dict[str, Callable[[Any], list[Path]]] = {
+    "adapters": chart_adapters,
     "window": chart_window,
     "memory": chart_memory,
     "stores": chart_stores,
