@@ -540,3 +540,16 @@ def test_compact_within_budget_gives_back_the_input_unchanged(name: str) -> None
     proc = cli("compact", str(path), "--budget", "100000", "-q")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == json.loads(path.read_text())
+
+
+def test_budget_holds_under_the_counter_chosen() -> None:
+    path = EXAMPLES / "support_chat.json"
+    original = loaded(json.loads(path.read_text()), "openai")
+    counter = ApproxCounter(3.0)  # denser than the default: more tokens per text
+    proc = cli("compact", str(path), "--budget", "500", "--counter", "approx:3", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    out = loaded(data["context"], "openai")
+    assert counter.count_messages(out) <= 500
+    assert data["stats"]["tokens_before"] == counter.count_messages(original)
+    assert data["stats"]["tokens_before"] > ApproxCounter().count_messages(original)
