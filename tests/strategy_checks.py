@@ -53,8 +53,15 @@ def check_invariants(
     *,
     counter: TokenCounter,
     max_tokens: int | None = None,
+    tool_tokens: int = 0,
+    reserve_tokens: int = 0,
 ) -> None:
-    """Assert the DESIGN.md invariants on one strategy result."""
+    """Assert the DESIGN.md invariants on one strategy result.
+
+    ``tool_tokens`` is what the request's tool schemas cost and ``reserve_tokens`` what the
+    strategy keeps free: the messages and they together must fit ``max_tokens``, and the
+    notes must say what each took.
+    """
     # 1. the caller's list and messages are untouched
     assert snapshot(history) == before
     # 2. the leading system/developer messages are kept, in order, first
@@ -65,7 +72,11 @@ def check_invariants(
     # 4. the reported tokens are right and within budget
     assert result.tokens == counter.count_messages(result.messages)
     if max_tokens is not None:
-        assert result.tokens <= max_tokens
+        assert result.tokens + tool_tokens + reserve_tokens <= max_tokens
+    if tool_tokens:
+        assert any(f"tool schemas cost {tool_tokens} tokens" in note for note in result.notes)
+    if reserve_tokens:
+        assert any(f"reserved {reserve_tokens} tokens" in note for note in result.notes)
     # 5. a summary only when something was covered, and never empty
     ids = {m.id for m in history}
     foreign = [m for m in result.messages if m.id not in ids]

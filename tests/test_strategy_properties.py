@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextfold.errors import BudgetError
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
 from contextfold.strategies import (
+    Checkpoint,
     Hybrid,
     Pipeline,
     PruneToolOutputs,
@@ -79,20 +81,43 @@ def floor_tokens(history: list[Message], counter: FixedCounter) -> int:
     return counter.count_messages(history[:p]) + newest
 
 
-def make(kind: str, budget: int, summarizer: Any, knobs: tuple[int, int, int]) -> Any:
+def tool_schemas(count: int) -> list[dict[str, Any]]:
+    """``count`` small function schemas (each costs a few dozen tokens)."""
+    return [
+        {"name": f"tool{i}", "description": "looks things up", "parameters": {"type": "object"}}
+        for i in range(count)
+    ]
+
+
+def make(
+    kind: str,
+    budget: int,
+    summarizer: Any,
+    knobs: tuple[int, int, int],
+    tools: list[dict[str, Any]] | None = None,
+) -> Any:
     keep, chunk, bound = knobs
     if kind == "summary":
-        return Summarization(budget, keep_recent=keep, summarizer=summarizer)
+        return Summarization(budget, keep_recent=keep, summarizer=summarizer, tools=tools)
     if kind == "hybrid":
         return Hybrid(
-            budget, keep_recent=keep, chunk_size=chunk, summarizer=summarizer, max_chunks=bound
+            budget,
+            keep_recent=keep,
+            chunk_size=chunk,
+            summarizer=summarizer,
+            max_chunks=bound,
+            tools=tools,
         )
+    if kind == "checkpoint":
+        return Checkpoint(summarizer, max_tokens=budget, tools=tools)
+    # The pipeline hands its tools to its stages, which have none of their own.
     return Pipeline(
         [
-            PruneToolOutputs(keep_recent=bound, min_savings=chunk),
+            PruneToolOutputs(keep_recent=bound, min_savings=chunk, max_tokens=budget),
             Hybrid(budget, keep_recent=keep, chunk_size=chunk, summarizer=summarizer),
         ],
         max_tokens=budget,
+        tools=tools,
     )
 
 
@@ -186,3 +211,38 @@ def test_compactor_keeps_the_invariants(
         assert char_size(result.messages) <= budget
     if prefix_length(history) < len(history):
         assert len(result.messages) > prefix_length(history)  # never empty
+
+
+@SETTINGS
+@given(
+    history=conversations(),
+    kind=st.sampled_from(["summary", "hybrid", "checkpoint", "pipeline"]),
+    share=st.floats(0.05, 1.5),
+    n_tools=st.integers(1, 3),
+    summarizer=summarizers,
+    knobs=st.tuples(st.integers(1, 6), st.integers(1, 6), st.integers(1, 4)),
+)
+def test_tool_schemas_count_against_every_budget(
+    history: list[Message],
+    kind: str,
+    share: float,
+    n_tools: int,
+    summarizer: FakeSummarizer,
+    knobs: tuple[int, int, int],
+) -> None:
+    counter = FixedCounter(2, per_char=1)
+    tools = tool_schemas(n_tools)
+    tool_tokens = counter.count_tools(tools)
+    budget = max(1, int((counter.count_messages(history) + tool_tokens) * share))
+    before = snapshot(history)
+    if floor_tokens(history, counter) + tool_tokens > budget:
+        # The tools, the prefix and the newest unit cannot fit together: refused up front.
+        with pytest.raises(BudgetError) as info:
+            run(make(kind, budget, summarizer, knobs, tools), history, counter=counter)
+        assert info.value.budget == budget
+        assert snapshot(history) == before
+        return
+    result = run(make(kind, budget, summarizer, knobs, tools), history, counter=counter)
+    check_invariants(
+        history, before, result, counter=counter, max_tokens=budget, tool_tokens=tool_tokens
+    )

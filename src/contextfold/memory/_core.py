@@ -114,7 +114,13 @@ class MemoryCore:
         self.tools = tools
         self.lock_ttl = lock_ttl
         self._resolve = resolve
-        self.tools_tokens = counter.count_tools(tools) if tools else 0
+        # What the strategy counts against its budget, when it counts tools itself.
+        counted = getattr(strategy, "tool_tokens", None)
+        own = counted(counter) if callable(counted) else None
+        if isinstance(own, int) and not isinstance(own, bool):
+            self.tools_tokens = own
+        else:
+            self.tools_tokens = counter.count_tools(tools) if tools else 0
         self.reset()
 
     def reset(self) -> None:

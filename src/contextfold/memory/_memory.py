@@ -46,10 +46,12 @@ class ConversationMemory:
         counter: counts tokens. Default: :class:`~contextfold.tokens.approx.ApproxCounter`.
         conversation_id: which conversation of the store this memory serves; generated
             when not given.
-        tools: tool schemas sent with each request, reported in ``stats.tools_tokens`` and
-            handed back on :class:`Context`. The default strategy counts them against its
-            budget; a strategy you pass in should be given them too (``SlidingWindow(...,
-            tools=...)``) so its budget leaves room for them.
+        tools: tool schemas sent with each request, handed back on :class:`Context`. They
+            count against the strategy's budget: a strategy that counts tools (every built-in
+            one) but has none of its own runs as a shallow copy carrying these (see
+            :attr:`strategy`); one with schemas of its own keeps them, and when no ``tools``
+            are given here the strategy's are the memory's. ``stats.tools_tokens`` is what
+            the strategy counted.
         lock_ttl: seconds after which a compaction lock left by a crashed process expires.
 
     Example:
@@ -94,6 +96,13 @@ class ConversationMemory:
                 f"strategy must have a name and a plan() method, got {type(strategy).__name__}",
                 field="strategy",
             )
+        else:
+            from contextfold.strategies._common import with_tools
+
+            strategy = with_tools(strategy, tool_list, 0)
+            own = getattr(strategy, "tools", None)
+            if not tool_list and isinstance(own, tuple) and own:
+                tool_list = own
         self._owns_store = False
         self._store: Any = self._resolve_store(store)
         self.conversation_id: str = conversation_id or "conv_" + uuid.uuid4().hex
@@ -194,7 +203,11 @@ class ConversationMemory:
 
     @property
     def strategy(self) -> Strategy:
-        """The strategy that builds each context."""
+        """The strategy that builds each context.
+
+        When the memory's ``tools`` were handed to a strategy that had none, this is the
+        shallow copy carrying them (it shares the original's summarizer and loop guard).
+        """
         return self._core.strategy
 
     @property

@@ -13,15 +13,19 @@ copies or mutates the input; it only decides where to cut. The pieces:
 * :func:`check_summary` turns an unusable answer (failure, empty, not smaller) into a reason.
 * :class:`LoopGuard` stops calling a summarizer after repeated compactions that fail to get
   under budget.
+* :class:`ToolBudget` counts a request's tool schemas and reserve against ``max_tokens``.
 """
 
 from __future__ import annotations
 
 import bisect
+import copy
+import dataclasses
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import BudgetError, FormatError, PairingError
@@ -40,6 +44,7 @@ from contextfold.turns import prefix_length, units, validate
 __all__ = [
     "Assembly",
     "LoopGuard",
+    "ToolBudget",
     "add_usage",
     "assemble",
     "build_result",
@@ -62,7 +67,11 @@ __all__ = [
     "summary_message_tokens",
     "summary_room",
     "trim_view",
+    "with_overhead_notes",
+    "with_tools",
 ]
+
+_S = TypeVar("_S")
 
 
 def prepare(history: Sequence[Message]) -> int:
@@ -249,10 +258,14 @@ def require_fit(
     cuts: Sequence[int],
     counter: TokenCounter,
     max_tokens: int,
+    *,
+    reserved: int = 0,
 ) -> None:
     """Raise :class:`BudgetError` when the prefix and the newest unit cannot fit together.
 
     Checked before any summarizer call: if this fails, no strategy can build a context.
+    ``reserved`` (tool schemas, the answer's reserve) counts against ``max_tokens`` too, and
+    the error's ``required`` includes it.
     """
     prefix_tokens = counter.count_messages(history[:prefix_len])
     n = len(history)
@@ -261,11 +274,12 @@ def require_fit(
         k = bisect.bisect_left(cuts, n) - 1
         last = cuts[k] if k >= 0 else prefix_len
         newest = counter.count_messages(history[last:])
-    required = prefix_tokens + newest
+    required = prefix_tokens + newest + reserved
     if required > max_tokens:
         what = "the system prefix" if newest == 0 else "the system prefix and the newest message"
+        extra = f" (plus {reserved} for tool schemas and reserve)" if reserved else ""
         raise BudgetError(
-            f"{what} need {required} tokens, over the budget of {max_tokens}",
+            f"{what}{extra} need {required} tokens, over the budget of {max_tokens}",
             budget=max_tokens,
             required=required,
         )
@@ -578,3 +592,103 @@ def check_messages(history: Sequence[Message], start: int = 0) -> None:
     for i in range(start, len(history)):
         if not isinstance(history[i], Message):
             raise FormatError(f"expected a Message, got {type(history[i]).__name__}", index=i)
+
+
+class ToolBudget:
+    """Mixin: the tool schemas and reserve a request carries besides its messages.
+
+    A provider bills the tool schemas of a request as input tokens, so a context that fits
+    ``max_tokens`` on its own is over budget once they are added. Strategies with this mixin
+    count ``tools`` (once per counter setup) plus ``reserve_tokens`` against ``max_tokens``,
+    exactly as :class:`~contextfold.strategies.SlidingWindow` does, and build their messages
+    (and their sliding-window fallback) inside what is left.
+    """
+
+    tools: tuple[Mapping[str, Any], ...]
+    reserve_tokens: int
+    _tool_cache: dict[Hashable, int]
+
+    def _init_tools(self, tools: Sequence[Mapping[str, Any]] | None, reserve_tokens: int) -> None:
+        if isinstance(reserve_tokens, bool) or not isinstance(reserve_tokens, int):
+            raise BudgetError(f"reserve_tokens must be an integer, got {reserve_tokens!r}")
+        if reserve_tokens < 0:
+            raise BudgetError(f"reserve_tokens must not be negative, got {reserve_tokens}")
+        if isinstance(tools, (str, bytes, Mapping)):
+            raise FormatError("tools must be a sequence of tool schemas (mappings)")
+        tool_list = tuple(tools or ())
+        for i, tool in enumerate(tool_list):
+            if not isinstance(tool, Mapping):
+                raise FormatError(
+                    f"tool schema {i} must be a mapping, got {type(tool).__name__}", index=i
+                )
+        self.tools = tool_list
+        self.reserve_tokens = reserve_tokens
+        self._tool_cache = {}
+
+    def tool_tokens(self, counter: TokenCounter) -> int:
+        """Tokens the tool schemas cost under ``counter`` (cached per counter setup)."""
+        if not self.tools:
+            return 0
+        key = counter.cache_key
+        cached = self._tool_cache.get(key)
+        if cached is None:
+            cached = counter.count_tools(self.tools)
+            self._tool_cache[key] = cached
+        return cached
+
+    def _budget(self, max_tokens: int, counter: TokenCounter) -> tuple[int, int]:
+        """``(budget for the messages, tool tokens)``.
+
+        Raises:
+            BudgetError: the tool schemas and reserve alone exceed ``max_tokens``.
+        """
+        tools = self.tool_tokens(counter)
+        overhead = tools + self.reserve_tokens
+        if overhead > max_tokens:
+            raise BudgetError(
+                f"the tool schemas ({tools} tokens) and reserve_tokens ({self.reserve_tokens}) "
+                f"need {overhead} tokens, over the budget of {max_tokens}",
+                budget=max_tokens,
+                required=overhead,
+            )
+        return max_tokens - overhead, tools
+
+
+def with_overhead_notes(result: StrategyResult, tools: int, reserve: int) -> StrategyResult:
+    """``result`` with notes saying what the tool schemas and reserve took from the budget."""
+    extra: list[str] = []
+    if tools:
+        extra.append(f"tool schemas cost {tools} tokens of the budget")
+    if reserve:
+        extra.append(f"reserved {reserve} tokens of the budget")
+    if not extra:
+        return result
+    return dataclasses.replace(result, notes=(*result.notes, *extra))
+
+
+def with_tools(stage: _S, tools: Sequence[Mapping[str, Any]], reserve_tokens: int) -> _S:
+    """``stage`` carrying ``tools`` and ``reserve_tokens`` where it has none of its own.
+
+    A stage that counts tools (it has ``tools`` and ``reserve_tokens`` attributes) and has
+    no schemas (or no reserve) of its own gets a shallow copy with the given ones, so its
+    budget leaves room for them; its summarizer and loop guard stay shared with the
+    original. Anything else is returned unchanged.
+    """
+    own_tools = getattr(stage, "tools", None)
+    own_reserve = getattr(stage, "reserve_tokens", None)
+    if not isinstance(own_tools, tuple) or not isinstance(own_reserve, int):
+        return stage
+    give_tools = bool(tools) and not own_tools
+    give_reserve = reserve_tokens > 0 and own_reserve == 0
+    if not give_tools and not give_reserve:
+        return stage
+    clone = copy.copy(stage)
+    if give_tools:
+        clone.tools = tuple(tools)  # type: ignore[attr-defined]
+    if give_reserve:
+        clone.reserve_tokens = reserve_tokens  # type: ignore[attr-defined]
+    # The tool-token caches were filled for the old schemas: start fresh.
+    for cache in ("_tool_cache", "_tool_tokens"):
+        if isinstance(getattr(clone, cache, None), dict):
+            setattr(clone, cache, {})
+    return clone

@@ -29,6 +29,10 @@ established background inside ``<compacted-summary>`` tags and placed right afte
   ``StrategyResult.fallback`` / ``failure_code``. After ``max_failed_compactions``
   consecutive compactions that do not get under budget, the summarizer is not called again.
 
+The tool schemas (``tools``) and ``reserve_tokens`` count against ``max_tokens``: the
+messages built (checkpoint, tail, fallback window) fit what they leave, and the notes say
+how many tokens the schemas took.
+
 By default only checkpoints whose ``strategy`` is ``"checkpoint"`` are reused.
 """
 
@@ -44,6 +48,7 @@ from contextfold.errors import ContextfoldError
 from contextfold.messages import Message, TextPart
 from contextfold.strategies._common import (
     LoopGuard,
+    ToolBudget,
     add_usage,
     assemble,
     build_result,
@@ -56,6 +61,7 @@ from contextfold.strategies._common import (
     require_fit,
     summary_message_tokens,
     trim_view,
+    with_overhead_notes,
 )
 from contextfold.strategies.base import (
     PlanGenerator,
@@ -94,13 +100,13 @@ _SPLIT_JOIN = f"\n\n---\n\n{_TURN_HEADER}\n\n"
 _MIN_OUTPUT = 64
 
 
-class Checkpoint:
+class Checkpoint(ToolBudget):
     """Fold older messages into one structured, reusable checkpoint when over budget.
 
     Args:
         summarizer: writes the checkpoint (sync or async). With
             :class:`~contextfold.summarizers.ExtractiveSummarizer` it works offline.
-        max_tokens: the token budget of the context.
+        max_tokens: the token budget of the request: messages, tool schemas and reserve.
         keep_recent_tokens: tokens of the newest messages kept verbatim after the checkpoint
             (a quarter of ``max_tokens`` by default). The cut moves forward to a turn start
             when one is in reach and never splits a tool pair.
@@ -111,8 +117,11 @@ class Checkpoint:
         instructions: extra focus appended to the summarizer's prompt.
         system_prompt: the conversation's system prompt when it is not part of the history
             (Anthropic's separate ``system``); replayed in cache-aligned mode.
-        tools: the conversation's tool schemas, replayed in cache-aligned mode (they are not
-            counted against ``max_tokens``).
+        tools: the tool schemas sent with each request. They count against ``max_tokens``
+            (the checkpoint and the tail are fitted to what they leave), and cache-aligned
+            mode replays them in the summary request.
+        reserve_tokens: tokens kept free besides the messages and tools, for example for the
+            model's answer.
         deadline_s: seconds the summarizer calls of one plan may take in all.
         max_failed_compactions: consecutive compactions that fail to get under budget before
             the summarizer is no longer called (0 disables the guard).
@@ -135,6 +144,7 @@ class Checkpoint:
         tools: Sequence[Mapping[str, Any]] | None = None,
         deadline_s: float | None = None,
         max_failed_compactions: int = 3,
+        reserve_tokens: int = 0,
     ) -> None:
         if max_tokens <= 0:
             raise ContextfoldError(f"max_tokens must be positive, got {max_tokens}")
@@ -156,7 +166,7 @@ class Checkpoint:
         self.max_output_tokens = max_output_tokens
         self.instructions = instructions
         self.system_prompt = system_prompt
-        self.tools: tuple[Mapping[str, Any], ...] = tuple(tools or ())
+        self._init_tools(tools, reserve_tokens)
         self.deadline_s = deadline_s
         self.guard = LoopGuard(max_failed_compactions)
 
@@ -180,6 +190,7 @@ class Checkpoint:
         base_from: int,
         counter: TokenCounter,
         prefix_tokens: int,
+        budget: int,
     ) -> int:
         """Where the verbatim tail starts: within the tail budget, at a turn start if any.
 
@@ -187,7 +198,7 @@ class Checkpoint:
         ``keep_recent_tokens`` larger than the budget still leaves room for the checkpoint.
         """
         n = len(history)
-        keep = min(self.keep_recent_tokens, max(0, (self.max_tokens - prefix_tokens) * 3 // 4))
+        keep = min(self.keep_recent_tokens, max(0, (budget - prefix_tokens) * 3 // 4))
         k = fit_tail(history, cuts, keep, counter, floor=base_from)
         if k >= n:
             # Not even the newest unit fits the tail budget: keep the newest unit anyway.
@@ -239,8 +250,24 @@ class Checkpoint:
 
         Raises:
             PairingError: the history breaks the tool-pair invariant (before any call).
-            BudgetError: the system prefix and the newest message cannot fit the budget.
+            BudgetError: the tool schemas and reserve alone, or with the system prefix and
+                the newest message, exceed ``max_tokens``.
         """
+        budget, tools = self._budget(self.max_tokens, counter)
+        result = yield from self._plan(
+            messages, counter=counter, checkpoint=checkpoint, budget=budget
+        )
+        return with_overhead_notes(result, tools, self.reserve_tokens)
+
+    def _plan(
+        self,
+        messages: Sequence[Message],
+        *,
+        counter: TokenCounter,
+        checkpoint: CheckpointRecord | None,
+        budget: int,
+    ) -> PlanGenerator:
+        """The plan, with ``budget`` the tokens left for the messages."""
         history = messages
         n = len(history)
         name = self.name
@@ -249,7 +276,7 @@ class Checkpoint:
         # part was checked when the checkpoint was made.
         p, covered = prepare_from(history, checkpoint, name)
         cuts = cut_points(history, p if covered is None else covered)
-        require_fit(history, p, cuts, counter, self.max_tokens)
+        require_fit(history, p, cuts, counter, self.max_tokens, reserved=self.max_tokens - budget)
         prior = checkpoint if covered is not None else None
         base_from = covered if covered is not None else p
         prior_text = prior.summary.strip() if prior is not None else None
@@ -267,7 +294,7 @@ class Checkpoint:
             max_tokens=None,
         )
         assert view is not None  # no budget given: never trimmed
-        if view.tokens <= self.max_tokens:
+        if view.tokens <= budget:
             note = (
                 "reused the checkpoint: it and the newer messages fit the budget"
                 if prior is not None
@@ -302,7 +329,7 @@ class Checkpoint:
                 tail_from=base_from,
                 cuts=cuts,
                 counter=counter,
-                max_tokens=self.max_tokens,
+                max_tokens=budget,
             )
             how = (
                 "kept the previous checkpoint and trimmed the newer messages with the sliding "
@@ -326,7 +353,7 @@ class Checkpoint:
             )
 
         prefix_tokens = counter.count_messages(history[:p])
-        k = self._tail_start(history, cuts, base_from, counter, prefix_tokens)
+        k = self._tail_start(history, cuts, base_from, counter, prefix_tokens, budget)
         if k <= base_from:
             return fallback("nothing older than the recent tail is left to fold", None)
         if self.guard.tripped:
@@ -345,7 +372,7 @@ class Checkpoint:
         # Room for the checkpoint next to the prefix and the tail.
         tail_tokens = counter.count_messages(history[k:])
         frame = summary_message_tokens("", placement, counter)
-        room = self.max_tokens - prefix_tokens - tail_tokens - frame
+        room = budget - prefix_tokens - tail_tokens - frame
         cap = max(_MIN_OUTPUT, room)
         if self.max_output_tokens is not None:
             cap = min(cap, self.max_output_tokens)
@@ -448,7 +475,7 @@ class Checkpoint:
             tail_from=k,
             cuts=cuts,
             counter=counter,
-            max_tokens=self.max_tokens,
+            max_tokens=budget,
         )
         if built is None:
             self.guard.failed()

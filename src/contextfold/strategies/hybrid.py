@@ -17,12 +17,14 @@ new chunk, not to the conversation. The running summary travels in the
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message
 from contextfold.strategies._common import (
     LoopGuard,
+    ToolBudget,
     add_usage,
     assemble,
     build_result,
@@ -38,6 +40,7 @@ from contextfold.strategies._common import (
     summary_message_tokens,
     summary_room,
     trim_view,
+    with_overhead_notes,
 )
 from contextfold.strategies.base import (
     PlanGenerator,
@@ -51,11 +54,11 @@ from contextfold.tokens.base import TokenCounter
 __all__ = ["Hybrid"]
 
 
-class Hybrid:
+class Hybrid(ToolBudget):
     """A running summary extended one overflow chunk at a time, plus the recent messages.
 
     Args:
-        max_tokens: the token budget of the context.
+        max_tokens: the token budget of the request: messages, tool schemas and reserve.
         keep_recent: how many of the newest messages are never summarized (at least 1).
         chunk_size: messages folded into the summary per call (extended to a safe cut).
         summarizer: writes and updates the summary (sync or async).
@@ -67,6 +70,9 @@ class Hybrid:
             far over budget (the rest is trimmed now and summarized by later builds).
         max_failed_compactions: after this many consecutive compactions that fail to get
             under budget, stop calling the summarizer and fall back (0 disables the guard).
+        tools: the tool schemas sent with each request; they count against ``max_tokens``
+            (the summary, the recent messages and the fallback window fit what is left).
+        reserve_tokens: tokens kept free, for example for the model's answer.
 
     Raises:
         ValueError: a numeric option is out of range.
@@ -85,6 +91,8 @@ class Hybrid:
         deadline_s: float | None = None,
         max_chunks: int = 8,
         max_failed_compactions: int = 3,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        reserve_tokens: int = 0,
     ) -> None:
         check_option("max_tokens", max_tokens, 1, budget=True)
         check_option("keep_recent", keep_recent, 1)
@@ -101,6 +109,7 @@ class Hybrid:
         self.deadline_s = deadline_s
         self.max_chunks = max_chunks
         self.guard = LoopGuard(max_failed_compactions)
+        self._init_tools(tools, reserve_tokens)
 
     @property
     def name(self) -> str:
@@ -125,15 +134,31 @@ class Hybrid:
 
         Raises:
             PairingError: the history breaks the tool-pair invariant (before any call).
-            BudgetError: the system prefix and the newest message cannot fit the budget.
+            BudgetError: the tool schemas and reserve alone, or with the system prefix and
+                the newest message, exceed ``max_tokens``.
         """
+        budget, tools = self._budget(self.max_tokens, counter)
+        result = yield from self._plan(
+            messages, counter=counter, checkpoint=checkpoint, budget=budget
+        )
+        return with_overhead_notes(result, tools, self.reserve_tokens)
+
+    def _plan(
+        self,
+        messages: Sequence[Message],
+        *,
+        counter: TokenCounter,
+        checkpoint: CheckpointRecord | None,
+        budget: int,
+    ) -> PlanGenerator:
+        """The plan, with ``budget`` the tokens left for the messages."""
         history = messages
         n = len(history)
         name = self.name
         placement = self.placement
         p, covered = prepare_from(history, checkpoint, name)
         cuts = cut_points(history, p if covered is None else covered)
-        require_fit(history, p, cuts, counter, self.max_tokens)
+        require_fit(history, p, cuts, counter, self.max_tokens, reserved=self.max_tokens - budget)
         prior = checkpoint if covered is not None else None
         covered_end = covered if covered is not None else p
         running = prior.summary.strip() if prior is not None else None
@@ -150,7 +175,7 @@ class Hybrid:
             return total
 
         before = view_tokens(running)
-        if before <= self.max_tokens:
+        if before <= budget:
             view = assemble(
                 history,
                 p,
@@ -181,7 +206,7 @@ class Hybrid:
             )
 
         limit = recent_start(cuts, covered_end, n, self.keep_recent)
-        room = summary_room(history, p, cuts, counter, self.max_tokens, placement)
+        room = summary_room(history, p, cuts, counter, budget, placement)
         max_output = cap_output(self.max_output_tokens, room)
         usage = Usage()
         calls = 0
@@ -195,7 +220,7 @@ class Hybrid:
         if self.guard.tripped and limit > covered_end:
             fallback = self.guard.describe()
         while fallback is None and covered_end < limit and chunks < self.max_chunks:
-            if view_tokens(running) <= self.max_tokens:
+            if view_tokens(running) <= budget:
                 break
             end = _chunk_end(cuts, covered_end + self.chunk_size, limit)
             chunk = tuple(history[covered_end:end])
@@ -252,7 +277,7 @@ class Hybrid:
             tail_from=covered_end,
             cuts=cuts,
             counter=counter,
-            max_tokens=self.max_tokens,
+            max_tokens=budget,
         )
         guard_stop = fallback is not None and calls == 0
         trimmed = asm.tail_start > covered_end or not with_summary

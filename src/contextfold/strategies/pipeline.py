@@ -11,15 +11,23 @@ A checkpoint handed to the pipeline belongs to the stage whose name matches its
 ``strategy``. Until that stage runs, the pipeline measures (and, if it stops early, sends)
 ``prefix + that summary + newer messages``, so a summary is never lost because an earlier
 stage already made the rest fit.
+
+The pipeline's ``tools`` and ``reserve_tokens`` count against its ``max_tokens``. A stage
+that counts tools itself but has none of its own (or no reserve of its own) runs as a shallow
+copy carrying the pipeline's, so every stage leaves room for the schemas the request will
+carry; ``Pipeline.stages`` holds the stages as they run (the copies share the original's
+summarizer and loop guard). A stage with schemas of its own keeps them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message
 from contextfold.strategies._common import (
+    ToolBudget,
     assemble,
     check_option,
     cut_points,
@@ -28,6 +36,8 @@ from contextfold.strategies._common import (
     prepare_from,
     ranges_of,
     require_fit,
+    with_overhead_notes,
+    with_tools,
 )
 from contextfold.strategies.base import (
     PlanGenerator,
@@ -42,7 +52,7 @@ from contextfold.tokens.base import TokenCounter
 __all__ = ["Pipeline"]
 
 
-class Pipeline:
+class Pipeline(ToolBudget):
     """Run ``stages`` in order on each other's output; stop as soon as the context fits.
 
     Args:
@@ -50,12 +60,23 @@ class Pipeline:
             :class:`~contextfold.strategies.PruneToolOutputs` then a summarizing strategy).
         max_tokens: the budget checked before each stage. If the last stage leaves the
             context over it, the sliding window trims the rest (pair-safe) and says so.
+        tools: the tool schemas sent with each request; they count against ``max_tokens``
+            and are handed to stages that have none (see the module docstring).
+        reserve_tokens: tokens kept free, for example for the model's answer; handed to
+            stages that reserve nothing themselves.
 
     Raises:
         ValueError: no stages, a stage that is not a strategy, or a non-positive budget.
     """
 
-    def __init__(self, stages: Sequence[Strategy], *, max_tokens: int) -> None:
+    def __init__(
+        self,
+        stages: Sequence[Strategy],
+        *,
+        max_tokens: int,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        reserve_tokens: int = 0,
+    ) -> None:
         stages = tuple(stages)
         if not stages:
             raise ValueError("a pipeline needs at least one stage")
@@ -63,8 +84,11 @@ class Pipeline:
             if not isinstance(stage, Strategy):
                 raise ValueError(f"{stage!r} is not a strategy (it needs name and plan())")
         check_option("max_tokens", max_tokens, 1, budget=True)
-        self.stages: tuple[Strategy, ...] = stages
         self.max_tokens = max_tokens
+        self._init_tools(tools, reserve_tokens)
+        self.stages: tuple[Strategy, ...] = tuple(
+            with_tools(stage, self.tools, self.reserve_tokens) for stage in stages
+        )
 
     @property
     def name(self) -> str:
@@ -87,13 +111,36 @@ class Pipeline:
 
         Raises:
             PairingError: the history breaks the tool-pair invariant (before any call).
-            BudgetError: the system prefix and the newest message cannot fit the budget.
+            BudgetError: the tool schemas and reserve alone, or with the system prefix and
+                the newest message, exceed ``max_tokens``.
         """
+        budget, tools = self._budget(self.max_tokens, counter)
+        result = yield from self._plan(
+            messages, counter=counter, checkpoint=checkpoint, budget=budget
+        )
+        return with_overhead_notes(result, tools, self.reserve_tokens)
+
+    def _plan(
+        self,
+        messages: Sequence[Message],
+        *,
+        counter: TokenCounter,
+        checkpoint: CheckpointRecord | None,
+        budget: int,
+    ) -> PlanGenerator:
+        """The plan, with ``budget`` the tokens left for the messages."""
         history = messages
         n = len(history)
         p, covered = prepare_from(history, checkpoint, checkpoint.strategy if checkpoint else "")
         start = p if covered is None else covered
-        require_fit(history, p, cut_points(history, start), counter, self.max_tokens)
+        require_fit(
+            history,
+            p,
+            cut_points(history, start),
+            counter,
+            self.max_tokens,
+            reserved=self.max_tokens - budget,
+        )
 
         owner: Strategy | None = None
         if checkpoint is not None:
@@ -144,7 +191,7 @@ class Pipeline:
         stopped_early = False
         for stage in self.stages:
             view, _, view_summarized, outside = effective()
-            if counter.count_messages(view) <= self.max_tokens:
+            if counter.count_messages(view) <= budget:
                 stopped_early = True
                 notes.append(f"fits the budget before {stage.name}: remaining stages skipped")
                 break
@@ -181,8 +228,8 @@ class Pipeline:
             summary_outside = summary_outside or outside
             reused = reused or pending
         tokens = counter.count_messages(final)
-        if tokens > self.max_tokens:
-            fit = fit_window(final, self.max_tokens, counter, check_pairing=False)
+        if tokens > budget:
+            fit = fit_window(final, budget, counter, check_pairing=False)
             gone = final_origin[fit.prefix_end : fit.start]
             dropped |= {o for o in gone if o is not None}
             if any(o is None for o in gone):

@@ -15,11 +15,19 @@ summarizing strategy: when pruning relieves the pressure, no summarizer is calle
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message, Part, ToolResultPart
-from contextfold.strategies._common import check_option, cut_points, prepare, require_fit
+from contextfold.strategies._common import (
+    ToolBudget,
+    check_option,
+    cut_points,
+    prepare,
+    require_fit,
+    with_overhead_notes,
+)
 from contextfold.strategies.base import PlanGenerator, StrategyResult
 from contextfold.strategies.sliding import fit_window
 from contextfold.tokens.base import TokenCounter
@@ -30,7 +38,7 @@ __all__ = ["DEFAULT_MARKER", "PruneToolOutputs"]
 DEFAULT_MARKER = "[tool output cleared: {name}, {tokens:,} tokens]"
 
 
-class PruneToolOutputs:
+class PruneToolOutputs(ToolBudget):
     """Replace old tool outputs with a marker; no model involved.
 
     Args:
@@ -45,6 +53,11 @@ class PruneToolOutputs:
             once the context fits (and ``min_savings`` is reached); if pruning everything
             eligible is not enough, the sliding window trims the rest. Without one, every
             eligible output is cleared.
+        tools: the tool schemas sent with each request. With ``max_tokens`` they count
+            against it (pruning and trimming aim at what is left); without one they are only
+            carried (a :class:`~contextfold.strategies.Pipeline` hands its own to a stage
+            that has none).
+        reserve_tokens: tokens kept free besides the messages and tools (with ``max_tokens``).
 
     Raises:
         ValueError: an option is out of range or the marker has an unknown placeholder.
@@ -59,6 +72,8 @@ class PruneToolOutputs:
         min_savings: int = 1000,
         marker: str = DEFAULT_MARKER,
         max_tokens: int | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        reserve_tokens: int = 0,
     ) -> None:
         check_option("keep_recent", keep_recent, 0)
         check_option("keep_recent_turns", keep_recent_turns, 0)
@@ -75,6 +90,7 @@ class PruneToolOutputs:
         self.min_savings = min_savings
         self.marker = marker
         self.max_tokens = max_tokens
+        self._init_tools(tools, reserve_tokens)
 
     @property
     def name(self) -> str:
@@ -105,14 +121,32 @@ class PruneToolOutputs:
         yield  # pragma: no cover - makes this a generator
 
     def prune(self, messages: Sequence[Message], *, counter: TokenCounter) -> StrategyResult:
-        """Build the pruned context directly (what :meth:`plan` returns)."""
+        """Build the pruned context directly (what :meth:`plan` returns).
+
+        Raises:
+            PairingError: the history breaks the tool-pair invariant.
+            BudgetError: with ``max_tokens``, the tool schemas and reserve alone, or with the
+                prefix and the newest message, exceed it.
+        """
+        if self.max_tokens is None:
+            return self._prune(messages, counter, None)
+        budget, tools = self._budget(self.max_tokens, counter)
+        result = self._prune(messages, counter, budget)
+        return with_overhead_notes(result, tools, self.reserve_tokens)
+
+    def _prune(
+        self, messages: Sequence[Message], counter: TokenCounter, budget: int | None
+    ) -> StrategyResult:
         history = messages
         p = prepare(history)
         cuts = cut_points(history, p)
-        if self.max_tokens is not None:
-            require_fit(history, p, cuts, counter, self.max_tokens)
+        if budget is not None:
+            assert self.max_tokens is not None
+            require_fit(
+                history, p, cuts, counter, self.max_tokens, reserved=self.max_tokens - budget
+            )
         total = counter.count_messages(history)
-        if self.max_tokens is not None and total <= self.max_tokens:
+        if budget is not None and total <= budget:
             return self._result(
                 history, list(history), total, (), (), ["the history fits"], counter
             )
@@ -132,11 +166,7 @@ class PruneToolOutputs:
             gain = counter.count_message(m) - counter.count_message(new)
             if gain <= 0:
                 continue
-            if (
-                self.max_tokens is not None
-                and total - saved <= self.max_tokens
-                and saved >= self.min_savings
-            ):
+            if budget is not None and total - saved <= budget and saved >= self.min_savings:
                 break
             out[i] = new
             pruned.append(i)
@@ -147,9 +177,9 @@ class PruneToolOutputs:
                 if not pruned
                 else f"clearing would save {saved} tokens, under min_savings={self.min_savings}"
             )
-            return self._trim(history, list(history), (), [note], counter)
+            return self._trim(history, list(history), (), [note], counter, budget)
         note = f"cleared {len(pruned)} old tool output messages, saving {saved} tokens"
-        return self._trim(history, out, tuple(pruned), [note], counter)
+        return self._trim(history, out, tuple(pruned), [note], counter, budget)
 
     # -- internals ----------------------------------------------------------------------
 
@@ -208,11 +238,12 @@ class PruneToolOutputs:
         pruned: tuple[int, ...],
         notes: list[str],
         counter: TokenCounter,
+        budget: int | None,
     ) -> StrategyResult:
         tokens = counter.count_messages(out)
         dropped: tuple[tuple[int, int], ...] = ()
-        if self.max_tokens is not None and tokens > self.max_tokens:
-            fit = fit_window(out, self.max_tokens, counter, check_pairing=False)
+        if budget is not None and tokens > budget:
+            fit = fit_window(out, budget, counter, check_pairing=False)
             if fit.start > fit.prefix_end:
                 dropped = ((fit.prefix_end, fit.start),)
                 notes.append(

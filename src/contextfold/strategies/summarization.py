@@ -23,6 +23,7 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message
 from contextfold.strategies._common import (
     LoopGuard,
+    ToolBudget,
     add_usage,
     assemble,
     build_result,
@@ -38,6 +39,7 @@ from contextfold.strategies._common import (
     summary_message_tokens,
     summary_room,
     trim_view,
+    with_overhead_notes,
 )
 from contextfold.strategies.base import (
     PlanGenerator,
@@ -51,11 +53,11 @@ from contextfold.tokens.base import TokenCounter
 __all__ = ["Summarization"]
 
 
-class Summarization:
+class Summarization(ToolBudget):
     """Summarize everything older than the newest ``keep_recent`` messages, once needed.
 
     Args:
-        max_tokens: the token budget of the context.
+        max_tokens: the token budget of the request: messages, tool schemas and reserve.
         keep_recent: how many of the newest messages stay verbatim (at least 1). The cut is
             moved back to a safe point, so a few more may stay to keep tool pairs whole.
         summarizer: writes the summary (sync or async; see :mod:`contextfold.summarizers`).
@@ -66,6 +68,9 @@ class Summarization:
             ``timeout`` and the strategy falls back.
         max_failed_compactions: after this many consecutive compactions that fail to get
             under budget, stop calling the summarizer and fall back (0 disables the guard).
+        tools: the tool schemas sent with each request; they count against ``max_tokens``
+            (the summary, the recent messages and the fallback window fit what is left).
+        reserve_tokens: tokens kept free, for example for the model's answer.
 
     Raises:
         ValueError: a numeric option is out of range.
@@ -82,6 +87,8 @@ class Summarization:
         instructions: str | None = None,
         deadline_s: float | None = None,
         max_failed_compactions: int = 3,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        reserve_tokens: int = 0,
     ) -> None:
         check_option("max_tokens", max_tokens, 1, budget=True)
         check_option("keep_recent", keep_recent, 1)
@@ -94,6 +101,7 @@ class Summarization:
         self.instructions = instructions
         self.deadline_s = deadline_s
         self.guard = LoopGuard(max_failed_compactions)
+        self._init_tools(tools, reserve_tokens)
 
     @property
     def name(self) -> str:
@@ -115,15 +123,31 @@ class Summarization:
 
         Raises:
             PairingError: the history breaks the tool-pair invariant (before any call).
-            BudgetError: the system prefix and the newest message cannot fit the budget.
+            BudgetError: the tool schemas and reserve alone, or with the system prefix and
+                the newest message, exceed ``max_tokens``.
         """
+        budget, tools = self._budget(self.max_tokens, counter)
+        result = yield from self._plan(
+            messages, counter=counter, checkpoint=checkpoint, budget=budget
+        )
+        return with_overhead_notes(result, tools, self.reserve_tokens)
+
+    def _plan(
+        self,
+        messages: Sequence[Message],
+        *,
+        counter: TokenCounter,
+        checkpoint: CheckpointRecord | None,
+        budget: int,
+    ) -> PlanGenerator:
+        """The plan, with ``budget`` the tokens left for the messages."""
         history = messages
         n = len(history)
         name = self.name
         placement = self.placement
         p, covered = prepare_from(history, checkpoint, name)
         cuts = cut_points(history, p if covered is None else covered)
-        require_fit(history, p, cuts, counter, self.max_tokens)
+        require_fit(history, p, cuts, counter, self.max_tokens, reserved=self.max_tokens - budget)
         prior = checkpoint if covered is not None else None
         base_from = covered if covered is not None else p
         prior_text = prior.summary.strip() if prior is not None else None
@@ -141,7 +165,7 @@ class Summarization:
             max_tokens=None,
         )
         assert view is not None  # no budget given: never trimmed
-        if view.tokens <= self.max_tokens:
+        if view.tokens <= budget:
             self.guard.succeeded()  # no pressure: a tripped guard may try again next time
             note = (
                 "reused the checkpoint: summary and newer messages fit the budget"
@@ -176,7 +200,7 @@ class Summarization:
                 tail_from=base_from,
                 cuts=cuts,
                 counter=counter,
-                max_tokens=self.max_tokens,
+                max_tokens=budget,
             )
             how = (
                 "kept the previous summary and trimmed the newer messages with the sliding window"
@@ -209,7 +233,7 @@ class Summarization:
                 tail_from=base_from,
                 cuts=cuts,
                 counter=counter,
-                max_tokens=self.max_tokens,
+                max_tokens=budget,
             )
             return build_result(
                 name,
@@ -229,7 +253,7 @@ class Summarization:
 
         max_output = cap_output(
             self.max_output_tokens,
-            summary_room(history, p, cuts, counter, self.max_tokens, placement),
+            summary_room(history, p, cuts, counter, budget, placement),
         )
         span = tuple(history[p:k])
         found = covered is not None and covered > p
@@ -274,7 +298,7 @@ class Summarization:
             tail_from=k,
             cuts=cuts,
             counter=counter,
-            max_tokens=self.max_tokens,
+            max_tokens=budget,
         )
         if built is None:
             self.guard.failed()
