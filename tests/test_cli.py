@@ -553,3 +553,16 @@ def test_budget_holds_under_the_counter_chosen() -> None:
     assert counter.count_messages(out) <= 500
     assert data["stats"]["tokens_before"] == counter.count_messages(original)
     assert data["stats"]["tokens_before"] > ApproxCounter().count_messages(original)
+
+
+def test_store_errors_are_explained(tmp_path: Path) -> None:
+    proc = cli("log", "list", "--store", "ftp://example.com/x")
+    assert proc.returncode == 1
+    assert "sqlite:///" in proc.stderr
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    proc = cli("log", "show", "--store", url, "--conversation", "nobody")
+    assert proc.returncode == 1
+    assert "no conversation 'nobody'" in proc.stderr
+    proc = cli("log", "append", "--store", url, "--conversation", "c")
+    assert proc.returncode == 2
+    assert "--text" in proc.stderr
