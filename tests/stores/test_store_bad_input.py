@@ -238,7 +238,7 @@ def test_sqlite_migrations_are_recorded_once(tmp_path: Path) -> None:
         SQLiteStore(path).close()
     with sqlite3.connect(path) as conn:
         rows = conn.execute("SELECT version, name FROM contextfold_schema").fetchall()
-    assert rows == [(1, "0001_initial_log")]
+    assert rows == [(1, "0001_initial_log"), (2, "0002_compact_text_rows")]
 
 
 def test_redis_refuses_a_newer_or_foreign_layout(redis_backend: Any) -> None:

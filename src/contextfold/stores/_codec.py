@@ -2,8 +2,19 @@
 
 Stores keep messages and checkpoints as compact JSON text produced by
 :meth:`Message.to_dict` / :meth:`CheckpointRecord.to_dict`. Encoding is the hot path of an
-append, so it does nothing beyond one ``to_dict`` and one ``json.dumps`` per record. Decoding
-never skips a record: a row that cannot be read raises :class:`StoreError` naming the
+append, so it does nothing beyond one ``to_dict`` and one ``json.dumps`` per record.
+
+A backend may opt into *compact rows* (:func:`encode_row`; the SQLite store does): the
+commonest message, one plain text part with no name or extras, is stored without JSON as
+
+    ``\x1e`` + role letter + text length + ``:`` + id + ``\x1f`` + text
+
+Nothing is escaped, so writing and reading such a row costs a fraction of the JSON round
+trip. The leading ``\x1e`` can never start a JSON row, and the text length makes a truncated
+or extended row detectable. Every other message is stored as JSON, and :func:`decode_message`
+reads both forms.
+
+Decoding never skips a record: a row that cannot be read raises :class:`StoreError` naming the
 conversation and the sequence number, so the caller learns exactly where the damage is and
 nothing is silently dropped.
 """
@@ -12,13 +23,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConflictError, FormatError, StoreError
-from contextfold.messages import MESSAGE_FORMAT_VERSION, ROLES, Message, TextPart
+from contextfold.messages import (
+    _EMPTY,
+    MESSAGE_FORMAT_VERSION,
+    ROLES,
+    Message,
+    TextPart,
+    _text_message,
+)
 from contextfold.stores.base import StoredMessage
 
 __all__ = [
@@ -28,9 +46,11 @@ __all__ = [
     "check_ttl",
     "decode_checkpoint",
     "decode_message",
+    "decode_rows",
     "encode_checkpoint",
     "encode_message",
     "encode_messages",
+    "encode_row",
     "redact_url",
 ]
 
@@ -41,6 +61,10 @@ _loads = json.loads
 _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 _MAX_SEQ = 2**62
 _TEXT_HEAD = f'{{"v":{MESSAGE_FORMAT_VERSION},"id":'
+_COMPACT = "\x1e"
+_ID_END = "\x1f"
+_ROLE_CODES = {"system": "s", "developer": "d", "user": "u", "assistant": "a", "tool": "t"}
+_CODE_ROLES = {code: role for role, code in _ROLE_CODES.items()}
 
 
 def encode_message(message: Message) -> str:
@@ -68,6 +92,40 @@ def encode_message(message: Message) -> str:
         except UnicodeEncodeError:
             text = _dumps_ascii(message.to_dict())
     return text
+
+
+def encode_row(message: Message) -> str:
+    """A compact row for a one-text-part message, else the JSON of :func:`encode_message`.
+
+    The compact form (see the module docs) applies when the message has exactly one
+    :class:`TextPart` without extras, no name and no extras, and its id has no ``\x1f``.
+    Text that is not valid UTF-8 (lone surrogates) goes the JSON way, escaped.
+    """
+    parts = message.parts
+    extra = message.extra
+    if len(parts) == 1 and message.name is None and (extra is _EMPTY or not extra):
+        part = parts[0]
+        msg_id = message.id
+        if (
+            type(part) is TextPart
+            and (part.extra is _EMPTY or not part.extra)
+            and type(msg_id) is str
+            and _ID_END not in msg_id
+            and type(part.text) is str
+        ):
+            code = _ROLE_CODES.get(message.role)
+            if code is not None:
+                text = part.text
+                row = f"{_COMPACT}{code}{len(text)}:{msg_id}{_ID_END}{text}"
+                if row.isascii():
+                    return row
+                try:
+                    row.encode()
+                except UnicodeEncodeError:
+                    pass
+                else:
+                    return row
+    return encode_message(message)
 
 
 def check_conversation_id(conversation_id: object) -> str:
@@ -103,22 +161,33 @@ def check_ttl(ttl: object) -> float:
     return float(ttl)
 
 
-def encode_messages(conversation_id: str, messages: Sequence[Message]) -> list[str]:
-    """JSON text of each message, in order; :class:`StoreError` for anything not a Message."""
+def encode_messages(
+    conversation_id: str, messages: Sequence[Message], *, compact: bool = False
+) -> list[str]:
+    """The stored text of each message, in order; :class:`StoreError` for anything else.
+
+    Args:
+        conversation_id: named in errors.
+        messages: what to append.
+        compact: write compact rows (:func:`encode_row`) where possible instead of JSON;
+            only for a backend whose readers all understand them.
+    """
     if isinstance(messages, (str, bytes, Message)) or not isinstance(messages, Sequence):
         raise StoreError(
             f"append to {conversation_id!r} expects a sequence of Message, "
             f"got {type(messages).__name__}"
         )
+    encode = encode_row if compact else encode_message
     out: list[str] = []
+    add = out.append
     for index, message in enumerate(messages):
-        if not isinstance(message, Message):
+        if type(message) is not Message and not isinstance(message, Message):
             raise StoreError(
                 f"append to {conversation_id!r}: item {index} is a {type(message).__name__}, "
                 "not a Message; nothing was stored"
             )
         try:
-            out.append(encode_message(message))
+            add(encode(message))
         except (TypeError, ValueError) as exc:
             raise StoreError(
                 f"append to {conversation_id!r}: message {index} ({message.id}) cannot be "
@@ -151,13 +220,28 @@ def _decode_plain_text(data: str) -> Message | None:
     text, end = _scanstring(data, role_end + len(_TEXT_KEY))
     if len(data) != end + len(_TAIL) or not data.endswith(_TAIL):
         return None
-    return Message(role, (TextPart(text),), id=msg_id)  # type: ignore[arg-type]
+    return _text_message(role, text, msg_id)
+
+
+def _decode_compact(data: str) -> Message:
+    """Read a compact row; ``ValueError`` when it is damaged in any way."""
+    role = _CODE_ROLES.get(data[1:2])
+    colon = data.find(":", 2)
+    digits = data[2:colon]
+    if role is None or colon < 0 or not (digits.isascii() and digits.isdigit()):
+        raise ValueError("damaged compact row header")
+    id_end = data.find(_ID_END, colon + 1)
+    if id_end < 0 or len(data) - id_end - 1 != int(digits):
+        raise ValueError("damaged compact row: text length does not match")
+    return _text_message(role, data[id_end + 1 :], data[colon + 1 : id_end])
 
 
 def decode_message(data: str | bytes | bytearray, conversation_id: str, seq: int) -> StoredMessage:
     """One stored row back into a :class:`StoredMessage`; raises with its location."""
     try:
         text = data if isinstance(data, str) else bytes(data).decode()
+        if text[:1] == _COMPACT:
+            return StoredMessage(seq, _decode_compact(text))
         plain = _decode_plain_text(text)
         if plain is not None:
             return StoredMessage(seq, plain)
@@ -166,6 +250,41 @@ def decode_message(data: str | bytes | bytearray, conversation_id: str, seq: int
         raise StoreError(
             f"corrupted message in conversation {conversation_id!r} at seq {seq}: {exc}"
         ) from exc
+
+
+def decode_rows(rows: Iterable[Sequence[Any]], conversation_id: str) -> list[StoredMessage]:
+    """``(seq, data)`` rows into stored messages, oldest first; raises at the first damage.
+
+    The same as :func:`decode_message` row by row, with the compact rows read inline: a
+    full load decodes one row per message, so per-row call overhead shows.
+    """
+    out: list[StoredMessage] = []
+    add = out.append
+    find = str.find
+    roles = _CODE_ROLES
+    for seq, data in rows:
+        if type(data) is str and data[:1] == _COMPACT:
+            # Inline _decode_compact; anything unusual takes the checked path below.
+            role = roles.get(data[1:2])
+            colon = find(data, ":", 2)
+            digits = data[2:colon]
+            id_end = find(data, _ID_END, colon + 1)
+            if (
+                role is not None
+                and colon > 0
+                and id_end > 0
+                and digits.isascii()
+                and digits.isdigit()
+                and len(data) - id_end - 1 == int(digits)
+            ):
+                add(
+                    StoredMessage(
+                        int(seq), _text_message(role, data[id_end + 1 :], data[colon + 1 : id_end])
+                    )
+                )
+                continue
+        add(decode_message(data, conversation_id, int(seq)))
+    return out
 
 
 def encode_checkpoint(checkpoint: CheckpointRecord) -> str:

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import chain
 from typing import Any, TypeVar
 
 from contextfold.checkpoints import CheckpointRecord
@@ -26,7 +28,7 @@ from contextfold.errors import StoreError
 from contextfold.stores._codec import (
     check_checkpoint_commit,
     decode_checkpoint,
-    decode_message,
+    decode_rows,
 )
 from contextfold.stores.base import StoredMessage
 
@@ -40,7 +42,7 @@ class Query:
     """One statement: ``many`` runs it once per parameter tuple in ``params``."""
 
     sql: str
-    params: Sequence[Any] = ()
+    params: Sequence[Any] | Iterable[Any] = ()
     many: bool = False
 
 
@@ -86,6 +88,7 @@ class Dialect:
     select_conversations: str
     delete_statements: tuple[str, ...]
     append_one_shot: str = ""
+    packed_keys: bool = False
     select_lock: str = ""
     upsert_lock: str = ""
     release_lock: str = ""
@@ -112,6 +115,9 @@ def _sqlite_migrations() -> tuple[Migration, ...]:
                 " expires_at REAL NOT NULL)",
             ),
         ),
+        # No table changes: from here on, rows may be compact (see ``_codec``), which an
+        # older contextfold cannot read, so it must refuse the file rather than fail per row.
+        Migration(2, "0002_compact_text_rows", ()),
     )
 
 
@@ -143,8 +149,10 @@ def sqlite_dialect() -> Dialect:
         select_key_and_last="SELECT num, last_seq FROM contextfold_conversations WHERE id = ?",
         select_last_seq="SELECT last_seq FROM contextfold_conversations WHERE id = ?",
         lock_conversation="SELECT last_seq FROM contextfold_conversations WHERE id = ?",
-        insert_messages="INSERT INTO contextfold_messages (key, data) VALUES ((? << 32) | ?, ?)",
+        # Rows go in as multi-row VALUES lists (see op_append); this is the statement head.
+        insert_messages="INSERT INTO contextfold_messages (key, data) VALUES ",
         insert_uses_arrays=False,
+        packed_keys=True,
         select_messages=(
             "WITH c AS (SELECT num << 32 AS base FROM contextfold_conversations WHERE id = ?)"
             " SELECT m.key - c.base, m.data FROM c, contextfold_messages AS m"
@@ -345,6 +353,18 @@ def op_append(d: Dialect, conversation_id: str, payloads: Sequence[str]) -> Op[l
     first = last - count + 1
     if d.insert_uses_arrays:
         yield Query(d.insert_messages, (key, list(range(first, last + 1)), payloads))
+    elif d.packed_keys:
+        # The row key is ``num << 32 | seq``. Multi-row VALUES lists insert about a third
+        # faster than executemany; their sizes are powers of two, so only a handful of
+        # distinct statements exist and all stay in the driver's statement cache.
+        key_of = (int(key) << 32) + first
+        done = 0
+        while done < count:
+            n = min(_ROWS_PER_INSERT, 1 << ((count - done).bit_length() - 1))
+            keys = range(key_of + done, key_of + done + n)
+            params = list(chain.from_iterable(zip(keys, payloads[done : done + n], strict=True)))
+            yield Query(_values_insert(d.insert_messages, n), params)
+            done += n
     else:
         yield Query(
             d.insert_messages,
@@ -354,6 +374,16 @@ def op_append(d: Dialect, conversation_id: str, payloads: Sequence[str]) -> Op[l
     return list(range(first, last + 1))
 
 
+#: The most rows in one multi-row INSERT: 512 parameters, under SQLite's oldest limit of 999.
+_ROWS_PER_INSERT = 256
+
+
+@lru_cache(maxsize=64)
+def _values_insert(head: str, rows: int) -> str:
+    """``head`` followed by ``rows`` two-parameter value lists."""
+    return head + ",".join(["(?, ?)"] * rows)
+
+
 def op_read(
     d: Dialect, conversation_id: str, after_seq: int, limit: int | None
 ) -> Op[list[StoredMessage]]:
@@ -361,7 +391,7 @@ def op_read(
     rows = yield Query(
         d.select_messages, (conversation_id, after_seq, d.no_limit if limit is None else limit)
     )
-    return [decode_message(data, conversation_id, int(seq)) for seq, data in rows]
+    return decode_rows(rows, conversation_id)
 
 
 def op_last_seq(d: Dialect, conversation_id: str) -> Op[int]:

@@ -177,7 +177,7 @@ class SQLiteStore:
     def append(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
         """Append atomically; return the sequence numbers given, in order."""
         cid = check_conversation_id(conversation_id)
-        payloads = encode_messages(cid, messages)
+        payloads = encode_messages(cid, messages, compact=True)
         if not payloads:
             return []
         return self._run(
