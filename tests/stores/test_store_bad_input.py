@@ -166,8 +166,22 @@ def corrupt_checkpoint(backend: Any, conversation: str, raw: str) -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    ['{"v":1,"id":"m","role":"user","parts":[{"kind":"te', '{"v":1,"role":"alien"}', "[]"],
-    ids=["truncated-json", "bad-role", "not-an-object"],
+    [
+        '{"v":1,"id":"m","role":"user","parts":[{"kind":"te',
+        '{"v":1,"role":"alien"}',
+        "[]",
+        "\x1eu5:m\x1fhell",
+        "\x1ex2:m\x1fm1",
+        "\x1eu2:m",
+    ],
+    ids=[
+        "truncated-json",
+        "bad-role",
+        "not-an-object",
+        "compact-truncated",
+        "compact-bad-role",
+        "compact-no-text",
+    ],
 )
 def test_damaged_message_raises_with_location_and_loses_nothing(
     persistent_backend: Any, raw: str

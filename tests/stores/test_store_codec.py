@@ -1,8 +1,10 @@
-"""The stored JSON is exactly ``Message.to_dict()``, whichever encoding path produced it."""
+"""Stored rows: JSON is exactly ``Message.to_dict()``; compact rows round trip exactly."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -11,9 +13,9 @@ from hypothesis import strategies as st
 from store_helpers import rich_conversation
 
 from contextfold.errors import StoreError
-from contextfold.messages import Message, TextPart
+from contextfold.messages import Message, TextPart, _text_message
 from contextfold.stores import SQLiteStore
-from contextfold.stores._codec import decode_message, encode_message
+from contextfold.stores._codec import decode_message, decode_rows, encode_message, encode_row
 
 ANY_CHAR = st.characters(min_codepoint=0, max_codepoint=0x10FFFF, blacklist_categories=())
 ROLE = st.sampled_from(["system", "developer", "user", "assistant", "tool"])
@@ -88,3 +90,131 @@ def test_equivalent_json_in_another_layout_decodes_the_same() -> None:
     loose = json.dumps(dict(reversed(list(m.to_dict().items()))), indent=2)
     assert decode_message(loose, "c", 1).message == m
     assert decode_message(loose.encode(), "c", 1).message == m
+
+
+# -- compact rows ----------------------------------------------------------------------
+
+
+def is_plain(m: Message) -> bool:
+    """The shape compact rows cover: one extra-less text part, no name, no extras."""
+    return (
+        len(m.parts) == 1
+        and type(m.parts[0]) is TextPart
+        and not m.parts[0].extra
+        and m.name is None
+        and not m.extra
+        and "\x1f" not in m.id
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(messages())
+def test_compact_rows_round_trip_every_message(m: Message) -> None:
+    row = encode_row(m)
+    row.encode()  # valid UTF-8 whatever the text
+    try:
+        (m.text + m.id).encode()
+        encodable = True
+    except UnicodeEncodeError:
+        encodable = False
+    if is_plain(m) and encodable:
+        assert row == f"\x1e{m.role[0]}{len(m.text)}:{m.id}\x1f{m.text}"
+    else:
+        assert row == encode_message(m)  # JSON for everything else
+    assert decode_message(row, "c", 4).message == m
+    assert decode_message(row.encode(), "c", 4).message == m
+    assert decode_rows([(4, row)], "c") == [decode_message(row, "c", 4)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(ANY_CHAR, max_size=30), ROLE, st.text(ANY_CHAR, max_size=6))
+def test_damaged_compact_rows_never_decode_silently(text: str, role: str, msg_id: str) -> None:
+    row = encode_row(Message(role, (TextPart(text),), id=msg_id))
+    damaged = [row[:cut] for cut in range(len(row))] + [row + "}", row + "x"]
+    for raw in damaged:
+        with pytest.raises(StoreError, match="seq 7"):
+            decode_message(raw, "c", 7)
+        with pytest.raises(StoreError, match="seq 7"):
+            decode_rows([(6, row), (7, raw)], "c")
+
+
+def test_the_fast_constructor_builds_the_same_message() -> None:
+    # _text_message sets every field itself; a field added to either class must be added
+    # there too, or messages read from a store would lack it.
+    assert [f.name for f in fields(Message)] == [
+        "role",
+        "parts",
+        "id",
+        "name",
+        "extra",
+        "_token_cache",
+    ]
+    assert [f.name for f in fields(TextPart)] == ["text", "extra", "kind"]
+    built = _text_message("tool", "résumé \x00", "id-1")
+    plain = Message("tool", (TextPart("résumé \x00"),), id="id-1")
+    assert built == plain
+    assert hash(built) == hash(plain)
+    assert repr(built) == repr(plain)
+    assert built._token_cache == {}
+    assert built._token_cache is not _text_message("tool", "", "x")._token_cache
+    assert built.parts[0].kind == "text"
+    assert built.text == "résumé \x00"
+
+
+ODD_TEXTS = ["", "\x00", "a\x1fb", "\x1e", "12:34", "ünï 🙂", "lone \udcff", "x" * 5000]
+
+
+def test_sqlite_stores_odd_texts_and_ids_exactly(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    batch = [Message.user(t) for t in ODD_TEXTS]
+    batch += [Message.assistant("x", id=i) for i in ["", "a\x1fb", "\x1e", ":", "9:"]]
+    batch += rich_conversation()
+    assert store.append("c", batch) == list(range(1, len(batch) + 1))
+    assert [s.message for s in store.read("c")] == batch
+    assert [s.seq for s in store.read("c", after_seq=3, limit=4)] == [4, 5, 6, 7]
+    store.close()
+
+
+@pytest.mark.parametrize("size", [1, 2, 255, 256, 257, 1000, 1023])
+def test_sqlite_batches_of_any_size_keep_order_and_numbering(tmp_path: Path, size: int) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    store.append("c", [Message.user("first")])
+    batch = [
+        Message.user(f"m{i}") if i % 3 else Message.user(f"m{i}", name="n") for i in range(size)
+    ]
+    assert store.append("c", batch) == list(range(2, size + 2))
+    assert store.append("other", [Message.user("elsewhere")]) == [1]
+    stored = store.read("c")
+    assert [s.seq for s in stored] == list(range(1, size + 2))
+    assert [s.message for s in stored[1:]] == batch
+    store.close()
+
+
+def test_a_log_written_before_compact_rows_is_upgraded_and_read(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    store = SQLiteStore(path)
+    old = [Message.user("from before"), Message.assistant("also JSON")]
+    store.append("c", old)
+    store.close()
+    # Make the file look like one written by a version with JSON rows only.
+    with sqlite3.connect(path) as conn:
+        for key, data in conn.execute("SELECT key, data FROM contextfold_messages").fetchall():
+            msg = decode_message(data, "c", 1).message
+            conn.execute(
+                "UPDATE contextfold_messages SET data = ? WHERE key = ?", (encode_message(msg), key)
+            )
+        conn.execute("DELETE FROM contextfold_schema WHERE version = 2")
+        assert all(
+            d.startswith("{") for (d,) in conn.execute("SELECT data FROM contextfold_messages")
+        )
+    store = SQLiteStore(path)
+    new = [Message.user("after the upgrade")]
+    store.append("c", new)
+    assert [s.message for s in store.read("c")] == old + new
+    store.close()
+    with sqlite3.connect(path) as conn:
+        names = [n for (n,) in conn.execute("SELECT name FROM contextfold_schema ORDER BY version")]
+        rows = [d for (d,) in conn.execute("SELECT data FROM contextfold_messages ORDER BY key")]
+    assert names == ["0001_initial_log", "0002_compact_text_rows"]
+    assert rows[0].startswith("{")
+    assert rows[2].startswith("\x1e")
