@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sqlite3
 from dataclasses import fields
@@ -15,7 +16,14 @@ from store_helpers import rich_conversation
 from contextfold.errors import StoreError
 from contextfold.messages import Message, TextPart, _text_message
 from contextfold.stores import SQLiteStore
-from contextfold.stores._codec import decode_message, decode_rows, encode_message, encode_row
+from contextfold.stores._codec import (
+    PAUSE_GC_ROWS,
+    decode_message,
+    decode_rows,
+    encode_message,
+    encode_row,
+)
+from contextfold.stores.base import StoredMessage
 
 ANY_CHAR = st.characters(min_codepoint=0, max_codepoint=0x10FFFF, blacklist_categories=())
 ROLE = st.sampled_from(["system", "developer", "user", "assistant", "tool"])
@@ -218,3 +226,22 @@ def test_a_log_written_before_compact_rows_is_upgraded_and_read(tmp_path: Path) 
     assert names == ["0001_initial_log", "0002_compact_text_rows"]
     assert rows[0].startswith("{")
     assert rows[2].startswith("\x1e")
+
+
+def test_big_batches_decode_like_single_rows_and_restore_the_collector() -> None:
+    assert [f.name for f in fields(StoredMessage)] == ["seq", "message"]
+    batch = [Message.user(f"turn {i}") for i in range(PAUSE_GC_ROWS)] + rich_conversation()
+    rows = [(seq, encode_row(m)) for seq, m in enumerate(batch, 1)]
+    decoded = decode_rows(rows, "c")
+    assert decoded == [StoredMessage(seq, m) for seq, m in enumerate(batch, 1)]
+    assert gc.isenabled()
+    damaged = [*rows[:-1], (len(rows), rows[-1][1][:-1])]
+    with pytest.raises(StoreError, match=f"seq {len(rows)}"):
+        decode_rows(damaged, "c")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert decode_rows(rows, "c") == decoded
+        assert not gc.isenabled()  # a caller's choice is left alone
+    finally:
+        gc.enable()
