@@ -327,7 +327,11 @@ def test_sqlite_conversation_cannot_overflow_its_key_range(tmp_path: Path) -> No
     store.append("c", [Message.user("a")])
     store.append("d", [Message.user("neighbour")])
     with sqlite3.connect(tmp_path / "full.db") as conn:
-        conn.execute("UPDATE contextfold_conversations SET last_seq = 4294967294 WHERE id = 'c'")
+        # Move c's only message to seq 2**32 - 2: the next seq follows the largest key.
+        conn.execute(
+            "UPDATE contextfold_messages SET key = key + 4294967293 WHERE key ="
+            " (SELECT (num << 32) + 1 FROM contextfold_conversations WHERE id = 'c')"
+        )
     assert store.append("c", [Message.user("last")]) == [4294967295]
     with pytest.raises(StoreError, match="full"):
         store.append("c", [Message.user("one too many")])

@@ -16,7 +16,6 @@ contextfold) is refused with :class:`StoreError` rather than read wrongly.
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -89,6 +88,7 @@ class Dialect:
     delete_statements: tuple[str, ...]
     append_one_shot: str = ""
     packed_keys: bool = False
+    insert_conversation: str = ""
     select_lock: str = ""
     upsert_lock: str = ""
     release_lock: str = ""
@@ -121,9 +121,21 @@ def _sqlite_migrations() -> tuple[Migration, ...]:
     )
 
 
+_SQLITE_MAX_KEY = (
+    "(SELECT max(m.key) FROM contextfold_messages AS m"
+    " WHERE m.key > (c.num << 32) AND m.key < ((c.num + 1) << 32))"
+)
+_SQLITE_LAST_KEY = (
+    f"SELECT c.num, {_SQLITE_MAX_KEY} FROM contextfold_conversations AS c WHERE c.id = ?"
+)
+_SQLITE_LAST_SEQ = (
+    f"SELECT coalesce({_SQLITE_MAX_KEY} - (c.num << 32), 0)"
+    " FROM contextfold_conversations AS c WHERE c.id = ?"
+)
+
+
 def sqlite_dialect() -> Dialect:
-    """SQLite (3.24+; ``RETURNING`` is used when the library is 3.35 or newer)."""
-    returning = sqlite3.sqlite_version_info >= (3, 35, 0)
+    """SQLite (3.24+)."""
     return Dialect(
         name="sqlite",
         migrations=_sqlite_migrations(),
@@ -140,15 +152,15 @@ def sqlite_dialect() -> Dialect:
             " VALUES (?, ?, strftime('%s', 'now'))"
         ),
         migration_lock=None,
-        bump=(
-            "INSERT INTO contextfold_conversations (id, last_seq) VALUES (?, ?)"
-            " ON CONFLICT (id) DO UPDATE SET last_seq = last_seq + excluded.last_seq"
-            + (" RETURNING num, last_seq" if returning else "")
-        ),
-        bump_returns=returning,
-        select_key_and_last="SELECT num, last_seq FROM contextfold_conversations WHERE id = ?",
-        select_last_seq="SELECT last_seq FROM contextfold_conversations WHERE id = ?",
-        lock_conversation="SELECT last_seq FROM contextfold_conversations WHERE id = ?",
+        # The sequence counter is the conversation's largest key (a B-tree seek): an append
+        # then dirties only the message pages, not a counter row as well. The last_seq column
+        # of 0001 is no longer kept up to date from 0002 on.
+        bump="",
+        bump_returns=False,
+        select_key_and_last=_SQLITE_LAST_KEY,
+        select_last_seq=_SQLITE_LAST_SEQ,
+        lock_conversation=_SQLITE_LAST_SEQ,
+        insert_conversation="INSERT INTO contextfold_conversations (id, last_seq) VALUES (?, 0)",
         # Rows go in as multi-row VALUES lists (see op_append); this is the statement head.
         insert_messages="INSERT INTO contextfold_messages (key, data) VALUES ",
         insert_uses_arrays=False,
@@ -344,6 +356,8 @@ def op_append(d: Dialect, conversation_id: str, payloads: Sequence[str]) -> Op[l
         )
         last = int(rows[0][0])
         return list(range(last - count + 1, last + 1))
+    if d.packed_keys:
+        return (yield from _append_packed(d, conversation_id, payloads))
     rows = yield Query(d.bump, (conversation_id, count))
     if not d.bump_returns:
         rows = yield Query(d.select_key_and_last, (conversation_id,))
@@ -353,24 +367,43 @@ def op_append(d: Dialect, conversation_id: str, payloads: Sequence[str]) -> Op[l
     first = last - count + 1
     if d.insert_uses_arrays:
         yield Query(d.insert_messages, (key, list(range(first, last + 1)), payloads))
-    elif d.packed_keys:
-        # The row key is ``num << 32 | seq``. Multi-row VALUES lists insert about a third
-        # faster than executemany; their sizes are powers of two, so only a handful of
-        # distinct statements exist and all stay in the driver's statement cache.
-        key_of = (int(key) << 32) + first
-        done = 0
-        while done < count:
-            n = min(_ROWS_PER_INSERT, 1 << ((count - done).bit_length() - 1))
-            keys = range(key_of + done, key_of + done + n)
-            params = list(chain.from_iterable(zip(keys, payloads[done : done + n], strict=True)))
-            yield Query(_values_insert(d.insert_messages, n), params)
-            done += n
     else:
         yield Query(
             d.insert_messages,
             [(key, first + i, p) for i, p in enumerate(payloads)],
             many=True,
         )
+    return list(range(first, last + 1))
+
+
+def _append_packed(d: Dialect, conversation_id: str, payloads: Sequence[str]) -> Op[list[int]]:
+    """SQLite: keys are ``num << 32 | seq`` and the next seq follows the largest key.
+
+    Runs inside a write transaction, which SQLite holds exclusively, so reading the largest
+    key and inserting after it cannot interleave with another writer.
+    """
+    count = len(payloads)
+    rows = yield Query(d.select_key_and_last, (conversation_id,))
+    if not rows:
+        yield Query(d.insert_conversation, (conversation_id,))
+        rows = yield Query(d.select_key_and_last, (conversation_id,))
+    num, last_key = int(rows[0][0]), rows[0][1]
+    base = num << 32
+    first = 1 if last_key is None else int(last_key) - base + 1
+    last = first + count - 1
+    if last > MAX_SEQ:
+        raise StoreError(f"conversation {conversation_id!r} is full: seq {last} > {MAX_SEQ}")
+    # Multi-row VALUES lists insert about a third faster than executemany; their sizes are
+    # powers of two, so only a handful of distinct statements exist and all stay in the
+    # driver's statement cache.
+    first_key = base + first
+    done = 0
+    while done < count:
+        n = min(_ROWS_PER_INSERT, 1 << ((count - done).bit_length() - 1))
+        keys = range(first_key + done, first_key + done + n)
+        params = list(chain.from_iterable(zip(keys, payloads[done : done + n], strict=True)))
+        yield Query(_values_insert(d.insert_messages, n), params)
+        done += n
     return list(range(first, last + 1))
 
 

@@ -3,7 +3,13 @@
 The database runs in WAL mode. Every write is one ``BEGIN IMMEDIATE`` transaction, which takes
 SQLite's write lock up front, so concurrent writers (threads or processes on the same machine)
 queue on the busy timeout instead of failing half-way, and each append gets a contiguous block
-of sequence numbers from the per-conversation counter row.
+of sequence numbers right after the conversation's newest one.
+
+Messages live in one table keyed ``num << 32 | seq`` (``num`` numbers the conversation), so a
+conversation is one contiguous key range: appends go to its end, the newest sequence number is
+one B-tree seek, and a window is a range scan. The commonest message, one plain text part, is
+stored as a compact row rather than JSON (see :mod:`contextfold.stores._codec`); writing and
+reading it skips JSON entirely.
 
 Durability: with the default ``synchronous="NORMAL"`` a committed append survives the writing
 process being killed at any moment (the WAL is in the operating system's hands once the commit
