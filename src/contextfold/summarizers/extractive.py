@@ -12,6 +12,7 @@ pronouns and filler are removed (``"I went to a LGBTQ support group yesterday"``
 (``"8 May, 2023"``) or a capitalized title (``"Becoming Nicole"``, ``"A Dance with
 Dragons"``). Each is weighed by what tends to matter later: names, numbers and dates weigh
 most, everyday words and adverbs least, and repetition raises the weight logarithmically.
+Key phrases are found by :mod:`contextfold.summarizers._phrases`, the hot path on chat text.
 
 Every candidate, whatever its section, competes for the token budget by weight per
 character; the budget is filled greedily in that order, a phrase already contained in a
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from contextfold.summarizers._phrases import key_phrases
 from contextfold.summarizers._serialize import file_operations
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest, Usage, precheck
 from contextfold.tokens.base import TokenCounter
@@ -57,58 +59,6 @@ _HEADINGS = (
     "Critical context",
 )
 
-_STOPWORDS = frozenset(
-    """
-a about above after again against all also am an and any are aren't as at be because been
-before being below between both but by can can't cannot could couldn't did didn't do does
-doesn't doing don't down during each few for from further had hadn't has hasn't have haven't
-having he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll
-i'm i've if in into is isn't it it's its itself let's me more most mustn't my myself no nor
-not of off on once only or other ought our ours ourselves out over own same shan't she she'd
-she'll she's should shouldn't so some such than that that's the their theirs them themselves
-then there there's these they they'd they'll they're they've this those through to too under
-until up very was wasn't we we'd we'll we're we've were weren't what what's when when's where
-where's which while who who's whom why why's with won't would wouldn't you you'd you'll you're
-you've your yours yourself yourselves im ive id dont doesnt didnt cant wont thats whats
-just really so very quite pretty totally definitely absolutely actually basically literally
-oh ok okay yeah yes yep hey hi hello wow thanks thank please sure cool great awesome amazing
-nice good glad happy love lovely fantastic wonderful incredible super sounds sound seems
-seem feel feeling felt think thought know knew guess mean means lot lots thing things stuff
-something anything everything nothing much many way always never ever still even also too
-get got getting go going gone went make made making take took taking come came coming
-see saw seen look looks looking like liked want wanted need needed keep kept let lets
-tell told say said talk talking share sharing hear heard glad hope hoping wish
-one really awesome exciting excited fun interesting true right well back new
-will can may might must shall would could should
-""".split()  # noqa: SIM905 - a word list reads better as text
-)
-
-# Everyday words: kept in phrases, but they weigh little on their own.
-_COMMON = frozenset(
-    """
-able across add age ago ahead air almost alone along already although amount another answer
-anyone anyway appreciate area around ask asked away bad based beautiful become bed begin
-believe best better big bit body book both break bring brought build busy buy call called
-calm care case cause chance change check child children city class close come comes cool
-could course create creative crazy cute day days deal decided deep different do done doing
-dream during early easy else end enjoy enjoyed enough especially every everyone example
-experience eyes face fact family far favorite feels few fine find finding first follow found
-free friend friends front full future game gave give given gives giving glad goal goes
-gonna hand hands hang hard head heart help helped helping helps high hold home hope huge
-idea important inspired inspiring inspiration joy keeps kid kids kind kinda last later learn
-learned least leave left less life little live long longer lose lost loved loves lucky man
-meant meet memories mind minds moment moments month months morning move moving myself
-name need next night normal now often old open others outside part passion past people
-perfect person pic picture place plan plans play played point positive power pretty proud
-put reach read ready real really reason recently remember reminds rest road room run
-saying school season seeing seem self sense set shared shows side sign since small soon
-special spend spent start started stay step story strong support supportive sure sweet
-taken talked team tell tells thanks time times tiny today together tomorrow tough tried
-try trying turn understand use used using usually walk wanna warm watch water week weekend
-weeks whole win wonder work worked working works world worth wow year years yesterday young
-""".split()  # noqa: SIM905 - a word list reads better as text
-)
-
 _PATH_RE = re.compile(
     r"(?<![\w/.:-])(?:[A-Za-z]:)?(?:~|\.{1,2})?/?(?:[\w@+-][\w.@+-]*/)+[\w@+-][\w.@+-]*"
     r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|ex|exs|eex|heex|ts|tsx|js|jsx|mjs|json|md|toml|yaml|yml|"
@@ -116,7 +66,8 @@ _PATH_RE = re.compile(
     r"dart|lua|vue|svelte|xml|csv|env|proto)\b"
 )
 _EXT_HINT_RE = re.compile(r"\w\.[a-z]{1,6}\b")
-_IDENT_HINT_RE = re.compile(r"[`_]|[a-z][A-Z]|\w\.\w+\(")
+_CAMEL_RE = re.compile(r"[a-z][A-Z]")
+_DOTTED_CALL_RE = re.compile(r"\w\.\w+\(")
 _URL_RE = re.compile(r"https?://\S+")
 _IDENT_RE = re.compile(
     r"`([^`\n]{2,60})`"
@@ -124,8 +75,10 @@ _IDENT_RE = re.compile(
     r"|\b([a-z_][a-z0-9]*(?:_[a-z0-9]+)+)\b"  # snake_case
     r"|\b([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\(\)?)"  # dotted.call(
 )
+# _ERROR_RE, _REQUEST_RE and _PENDING_RE match lowercased text: CPython's re is several
+# times slower with (?i) and long alternations than on text lowered once.
 _ERROR_RE = re.compile(
-    r"(?i)\b(?:error|exception|traceback|failed|failure|fatal|panic|undefined|cannot|"
+    r"\b(?:error|exception|traceback|failed|failure|fatal|panic|undefined|cannot|"
     r"can't|not found|no such|denied|refused|invalid|warning)\b"
 )
 _CORRECTION_RE = re.compile(
@@ -134,37 +87,16 @@ _CORRECTION_RE = re.compile(
     r"never mind|please don't)"
 )
 _REQUEST_RE = re.compile(
-    r"(?i)\b(?:please|can you|could you|would you|i want you|i need you|i'd like you|let's|"
+    r"\b(?:please|can you|could you|would you|i want you|i need you|i'd like you|let's|"
     r"make sure|help me)\b"
     r"|^\s*(?:implement|add|fix|create|write|update|remove|refactor|change|build|run|check|"
     r"investigate|use|make|show|explain|find|look|read|delete|rename|move|test|try)\b"
 )
-_MONTHS = (
-    "January|February|March|April|May|June|July|August|September|October|November|December|"
-    "Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec"
-)
-_DATE_RE = re.compile(
-    rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)? (?:{_MONTHS}),? \d{{4}}"
-    rf"|(?:{_MONTHS}) \d{{1,2}}(?:st|nd|rd|th)?,? \d{{4}}"
-    rf"|(?:{_MONTHS}),? \d{{4}}"
-    r"|\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2})?)\b"
-)
-_TITLE_RE = re.compile(
-    r"(?:[A-Z][\w'\u2019.-]*|\d+)(?:[ \t]+(?:(?:of|and|the|with|a|an|in|on|for|to|from|at|by|"
-    r"&)[ \t]+)*(?:[A-Z][\w'\u2019.-]*|\d+))+"
-)
-_WEAK_SUFFIXES = ("ly", "ful", "ous", "ive", "ed", "able", "ible")
-_DIGIT_RE = re.compile(r"\d")
-_UPPER_RE = re.compile(r"[A-Z]")
-_ARTICLES = frozenset({"a", "an", "the"})
-_TIME_RE = re.compile(r"^\d{1,2}:\d{2}$")
-_MONTH_WORDS = frozenset(m.lower() for m in _MONTHS.split("|"))
 _PENDING_RE = re.compile(
-    r"(?i)\b(?:todo|to do|still need|need to|remaining|pending|not yet|next,? (?:i|we)|"
+    r"\b(?:todo|to do|still need|need to|remaining|pending|not yet|next,? (?:i|we)|"
     r"will need|left to|follow[- ]up|later)\b"
 )
 _SPACE_RE = re.compile(r"\s+")
-_STRIP = ".,!?;:()[]{}<>\"'`*“”‘’"
 
 _VERBATIM_LIMIT = 240
 _LINE_LIMIT = 200
@@ -179,6 +111,7 @@ class _Item:
     key: str
     group: str = ""  # items of one group render on one line (same speaker)
     _plain: str | None = None
+    _subs: set[str] | None = None
 
     @property
     def plain(self) -> str:
@@ -186,6 +119,14 @@ class _Item:
         if self._plain is None:
             self._plain = _plain(self.text)
         return self._plain
+
+    @property
+    def subs(self) -> set[str]:
+        """Every run of up to 8 words of :attr:`plain` (computed once; not to be changed)."""
+        if self._subs is None:
+            plain = self.plain
+            self._subs = _subphrases(plain) if " " in plain else {plain}
+        return self._subs
 
 
 _PLAIN_RE = re.compile(r"[,;:!?()\"']")
@@ -418,7 +359,7 @@ def _greedy(
     used = float(sum(len(it.text) + 3 for it in out)) + sum(len(g) + 4 for _, g in groups)
     covered: dict[int, set[str]] = {}
     for it in out:
-        covered.setdefault(it.section, set()).update(_subphrases(it.plain))
+        covered.setdefault(it.section, set()).update(it.subs)
     for it in ranked:
         if room - used < 6:
             break
@@ -434,10 +375,7 @@ def _greedy(
             continue
         out.append(it)
         used += cost
-        if " " in low:
-            section_cover.update(_subphrases(low))
-        else:
-            section_cover.add(low)
+        section_cover.update(it.subs)
         if it.group:
             groups.add((it.section, it.group))
     return out
@@ -457,12 +395,7 @@ def _collect(messages: Sequence[Message], read: set[str], modified: set[str]) ->
     n = len(messages)
     texts: list[tuple[str, str]] = [_message_texts(m) for m in messages]
 
-    # Document frequency of lowercased words across messages (own text only).
-    df: Counter[str] = Counter()
-    for own, _ in texts:
-        if own:
-            df.update({w.strip(_STRIP).lower() for w in own.split()})
-    total = max(1, sum(1 for own, _ in texts if own))
+    owns = [own for own, _ in texts]
 
     # -- requests, corrections, current work, next step -------------------------------------
     user_idx = [i for i, m in enumerate(messages) if m.role == "user" and texts[i][0].strip()]
@@ -470,14 +403,14 @@ def _collect(messages: Sequence[Message], read: set[str], modified: set[str]) ->
     for rank, i in enumerate(user_idx):
         own = texts[i][0].strip()
         is_correction = rank > 0 and bool(_CORRECTION_RE.match(own))
-        is_request = bool(_REQUEST_RE.search(own[:400]))
+        is_request = bool(_REQUEST_RE.search(own[:400].lower()))
         if not (is_correction or is_request or rank == 0):
             continue
         limit = _VERBATIM_LIMIT if (is_correction or rank == 0) else _LINE_LIMIT
         text = _first_sentences(own, limit)
         # Salience per character, comparable with the other sections: the opening request
         # and corrections matter most; later requests a little more than earlier ones.
-        technical = "/" in own or bool(_IDENT_HINT_RE.search(own))
+        technical = "/" in own or _has_ident_hint(own)
         density = 0.35 if technical else 0.12
         if rank == 0:
             density += 0.15
@@ -536,7 +469,7 @@ def _collect(messages: Sequence[Message], read: set[str], modified: set[str]) ->
             if isinstance(part, ToolResultPart):
                 body = part.text
                 lines = [ln for ln in body.splitlines() if ln.strip()]
-                hits = [ln for ln in lines if _ERROR_RE.search(ln)] if lines else []
+                hits = [ln for ln in lines if _ERROR_RE.search(ln.lower())] if lines else []
                 if part.is_error and lines and not hits:
                     hits = lines[:1]
                 for ln in hits[:2]:
@@ -548,10 +481,10 @@ def _collect(messages: Sequence[Message], read: set[str], modified: set[str]) ->
     start_recent = max(0, n - max(8, n // 3))
     for i in range(start_recent, n):
         own = texts[i][0]
-        if not own or not _PENDING_RE.search(own):
+        if not own or not _PENDING_RE.search(own.lower()):
             continue
         for sentence in re.split(r"(?<=[.!?])\s+|\n+", own):
-            if _PENDING_RE.search(sentence) and 8 <= len(sentence) <= 400:
+            if _PENDING_RE.search(sentence.lower()) and 8 <= len(sentence) <= 400:
                 line = _short(sentence.strip("-* "), 180)
                 items.append(_Item(_PENDING, line, 2.0 * len(line) / 20, i, "todo:" + _norm(line)))
 
@@ -559,7 +492,7 @@ def _collect(messages: Sequence[Message], read: set[str], modified: set[str]) ->
     idents: Counter[str] = Counter()
     ident_first: dict[str, int] = {}
     for i, (own, _) in enumerate(texts):
-        if not own or not _IDENT_HINT_RE.search(own):
+        if not own or not _has_ident_hint(own):
             continue
         for match in _IDENT_RE.finditer(own):
             ident = next(g for g in match.groups() if g)
@@ -572,8 +505,24 @@ def _collect(messages: Sequence[Message], read: set[str], modified: set[str]) ->
         items.append(_Item(_CONCEPTS, ident, score, ident_first[ident], "id:" + ident.lower()))
 
     # -- key phrases ----------------------------------------------------------------------------
-    items.extend(_key_phrases(messages, texts, df, total))
+    speakers = [m.name or m.role for m in messages]
+    items.extend(
+        _Item(_CONTEXT, text, score, first, "kp:" + key, group=speaker)
+        for text, key, score, first, speaker in key_phrases(owns, speakers)
+    )
     return items
+
+
+def _has_ident_hint(text: str) -> bool:
+    """Whether ``text`` may hold a code identifier (backticks, snake_case, camelCase, a call).
+
+    Substring tests first: they cost far less than a regex scan of a long chat message.
+    """
+    if "`" in text or "_" in text:
+        return True
+    if "(" in text and _DOTTED_CALL_RE.search(text) is not None:
+        return True
+    return _CAMEL_RE.search(text) is not None
 
 
 def _call_text(m: Message) -> str:
@@ -596,171 +545,6 @@ def _command_of(call: ToolCallPart) -> str | None:
     if isinstance(cmd, list):
         cmd = " ".join(str(c) for c in cmd)
     return cmd if isinstance(cmd, str) and cmd.strip() else None
-
-
-_CLAUSE_RE = re.compile(r"[.!?;:,()\"\u201c\u201d]+(?:\s+|$)|\n+|\s[-\u2013\u2014]+\s")
-
-
-@dataclass(slots=True)
-class _Phrase:
-    text: str
-    first: int
-    weight: float
-    count: int
-    speaker: str  # who said it first
-
-
-def _key_phrases(
-    messages: Sequence[Message],
-    texts: Sequence[tuple[str, str]],
-    df: Mapping[str, int],
-    total: int,
-) -> list[_Item]:
-    """Distinct 1-3 word content phrases, weighted by specificity and repetition.
-
-    A word weighs more when it is capitalized mid-sentence (a name), carries a digit (a
-    number, a date, a version) or is rare across the span's messages; very short words and
-    words used in many messages weigh less. Repetition raises a phrase's weight
-    logarithmically: a topic returned to often matters, but one mention of a name or a date
-    can matter just as much.
-    """
-    generic = max(3.0, total * 0.04)
-    weights: dict[str, float] = {}
-
-    def weight(word: str, cap: bool) -> float:
-        """The weight of a word (cached per lowercase form), plus a bonus for a name."""
-        low = word.lower()
-        w = weights.get(low)
-        if w is None:
-            w = 1.0
-            if _TIME_RE.match(word):
-                w = 0.3  # clock times are rarely what a later question needs
-            elif _DIGIT_RE.search(word):
-                w += 2.0
-            elif len(word) <= 2:
-                w *= 0.3
-            if low in _COMMON:
-                w *= 0.35
-            elif low.endswith(_WEAK_SUFFIXES):
-                w *= 0.6  # adverbs, adjectives and past tenses rarely name a fact
-            if df.get(low, 0) > generic:
-                w *= 0.5
-            weights[low] = w
-        return w + (1.5 if cap else 0.0)
-
-    phrases: dict[str, _Phrase] = {}
-
-    def add(key: str, text: str, i: int, w: float, speaker: str) -> None:
-        ph = phrases.get(key)
-        if ph is None:
-            phrases[key] = _Phrase(text, i, w, 1, speaker)
-        else:
-            ph.count += 1
-
-    # Hot loop: module globals and methods bound to locals.
-    stopwords = _STOPWORDS
-    months = _MONTH_WORDS
-    articles = _ARTICLES
-    strip = _STRIP
-    wget = weights.get
-    split_clauses = _CLAUSE_RE.split
-    for i, (own, _) in enumerate(texts):
-        if not own:
-            continue
-        m = messages[i]
-        speaker = m.name or m.role
-        if _DIGIT_RE.search(own):
-            for date in _DATE_RE.findall(own):
-                add(date.lower(), date, i, 6.0, speaker)
-        if _UPPER_RE.search(own, 1):
-            for title in _TITLE_RE.findall(own):
-                title = title.rstrip(".'\u2019-")
-                caps = sum(1 for w in title.split() if w[:1].isupper())
-                if caps < 2 or title.count(" ") > 8:
-                    continue
-                add(title.lower(), title, i, 1.6 * caps + 1.0, speaker)
-        for clause in split_clauses(own):
-            if not clause:
-                continue
-            words = [w.strip(strip) for w in clause.split()]
-            lows = [w.lower() for w in words]
-            run_w: list[str] = []
-            run_l: list[str] = []
-            run_s: list[float] = []
-            lead = ""
-            for j, low in enumerate(lows):
-                word = words[j]
-                if low in stopwords:
-                    # A capitalized filler word mid-clause is part of a name ("Under
-                    # Armour"); at the start of a clause it is just capitalized.
-                    if not (
-                        word[0].isupper()
-                        and (j or low in months)
-                        and not (word[0] == "I" and (len(word) == 1 or word[1] in "'\u2019"))
-                    ):
-                        if run_w:
-                            _ngrams(phrases, run_w, run_l, run_s, i, speaker, lead)
-                            run_w, run_l, run_s = [], [], []
-                        lead = word if low in articles else ""
-                        continue
-                elif not word or not (word[0].isalnum() or word[-1].isalnum()):
-                    continue
-                w = wget(low)
-                if w is None:
-                    w = weight(word, False)
-                run_w.append(word)
-                run_l.append(low)
-                run_s.append(w + 1.5 if j and word[0].isupper() else w)
-            if run_w:
-                _ngrams(phrases, run_w, run_l, run_s, i, speaker, lead)
-    out: list[_Item] = []
-    for key, ph in phrases.items():
-        n_words = ph.text.count(" ") + 1
-        score = ph.weight * (1.0 + 0.8 * math.log(ph.count)) * (1.0 + 0.5 * (n_words - 1))
-        out.append(_Item(_CONTEXT, ph.text, score, ph.first, "kp:" + key, group=ph.speaker))
-    return out
-
-
-def _ngrams(
-    phrases: dict[str, _Phrase],
-    words: list[str],
-    lows: list[str],
-    weights: list[float],
-    i: int,
-    speaker: str,
-    lead: str = "",
-) -> None:
-    """Count every 1-3 word phrase of one run of content words.
-
-    When the run follows an article, the phrases at its start keep it ("a trophy", "the
-    Wolves"): that is how the thing was named, and how a later question will name it.
-    """
-    length = len(words)
-    for a in range(length):
-        if a == 0 and lead:
-            key = f"{lead.lower()} {lows[0]}"
-            first = f"{lead} {words[0]}"
-        else:
-            key = lows[a]
-            first = words[a]
-        acc = weights[a]
-        ph = phrases.get(key)
-        if ph is None:
-            phrases[key] = _Phrase(first, i, acc, 1, speaker)
-        else:
-            ph.count += 1
-        end = a + 3 if a + 3 < length else length
-        for b in range(a + 1, end):
-            key = f"{key} {lows[b]}"
-            acc += weights[b]
-            ph = phrases.get(key)
-            if ph is None:
-                text = " ".join(words[a : b + 1])
-                phrases[key] = _Phrase(
-                    f"{lead} {text}" if a == 0 and lead else text, i, acc, 1, speaker
-                )
-            else:
-                ph.count += 1
 
 
 def _merge_previous(items: list[_Item], previous: str) -> list[_Item]:
@@ -792,10 +576,7 @@ def _drop_contained(chosen: list[_Item]) -> list[_Item]:
         section_cover = covered.setdefault(it.section, set())
         if len(low) < 40 and low in section_cover:
             continue
-        if " " in low:
-            section_cover.update(_subphrases(low))
-        else:
-            section_cover.add(low)
+        section_cover.update(it.subs)
         keep.append(it)
     return keep
 
