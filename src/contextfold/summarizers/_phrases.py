@@ -97,6 +97,10 @@ _TITLE_RE = re.compile(
     rf"{_TITLE_WORD})+"
 )
 _CLAUSE_RE = re.compile(r"[.!?;:,()\"\u201c\u201d]+(?:\s+|$)|\n+|\s[-\u2013\u2014]+\s")
+# On a line with no free-standing dash, _CLAUSE_RE cuts exactly after the whitespace-separated
+# tokens that end in one of these (the punctuation it removes is stripped from words anyway).
+_CLAUSE_END = frozenset('.!?;:,()"\u201c\u201d')
+_DASH_TOKEN_RE = re.compile(r"(?<!\S)[-\u2013\u2014]+(?!\S)")
 _WEAK_SUFFIXES = ("ly", "ful", "ous", "ive", "ed", "able", "ible")
 _DIGIT_RE = re.compile(r"\d")
 _UPPER_RE = re.compile(r"[A-Z]")
@@ -111,7 +115,8 @@ _BREAK, _BREAK_FIRST, _CONTENT, _SKIP = range(4)
 
 #: One candidate phrase: ``(text as first written, key, score, first message, speaker)``.
 KeyPhrase = tuple[str, str, float, int, str]
-_Token = tuple[int, str, str, bool, str]  # (mode, word, lowercase, capitalized, article)
+# (mode, word, lowercase, capitalized, article, ends a clause)
+_Token = tuple[int, str, str, bool, str, bool]
 _Run = tuple[list[_Token], str, int, bool]
 
 
@@ -152,7 +157,7 @@ def key_phrases(owns: Sequence[str], speakers: Sequence[str]) -> list[KeyPhrase]
             entry[3] += 1
 
     def classify(raw: str) -> _Token:
-        """``(mode, word, lowercase, capitalized, article lead)`` of one token."""
+        """``(mode, word, lowercase, capitalized, article, ends a clause)`` of one token."""
         word = raw.strip(STRIP)
         low = word.lower()
         lead = word if low in _ARTICLES else ""
@@ -168,16 +173,45 @@ def key_phrases(owns: Sequence[str], speakers: Sequence[str]) -> list[KeyPhrase]
             mode = _SKIP
         else:
             mode = _CONTENT
-        info = (mode, word, low, cap, lead)
+        info = (mode, word, low, cap, lead, raw[-1] in _CLAUSE_END)
         tokens[raw] = info
         return info
+
+    get_token = tokens.get
+
+    def scan(raws: list[str], i: int, by_token: bool) -> None:
+        """Cut the runs of content words out of one clause (or, ``by_token``, a line)."""
+        run: list[_Token] = []
+        lead = ""
+        at_start = False
+        j = 0  # the token's position in its clause
+        for info in [get_token(raw) or classify(raw) for raw in raws]:
+            mode = info[0]
+            if mode == 2 or (mode == 1 and j):  # _CONTENT, or _BREAK_FIRST mid-clause
+                if not run:
+                    at_start = not j
+                run.append(info)
+            elif mode != 3:  # _BREAK, or _BREAK_FIRST first in the clause
+                if run:
+                    runs.append((run, lead, i, at_start))
+                    run = []
+                lead = info[4]
+            if by_token and info[5]:
+                if run:
+                    runs.append((run, lead, i, at_start))
+                    run = []
+                lead = ""
+                j = 0
+            else:
+                j += 1
+        if run:
+            runs.append((run, lead, i, at_start))
 
     split_clauses = _CLAUSE_RE.split
     find_dates = _DATE_RE.findall
     find_titles = _TITLE_RE.findall
     has_digit = _DIGIT_RE.search
     has_upper = _UPPER_RE.search
-    get_token = tokens.get
     for i, own in enumerate(owns):
         if not own:
             continue
@@ -191,28 +225,19 @@ def key_phrases(owns: Sequence[str], speakers: Sequence[str]) -> list[KeyPhrase]
                 if caps < 2 or title.count(" ") > 8:
                     continue
                 special(title.lower(), title, i, 1.6 * caps + 1.0)
-        seen: set[str] = set()
-        for clause in split_clauses(own):
-            if not clause:
-                continue
-            raws = clause.split()
-            seen.update(raws)
-            run: list[tuple[int, str, str, bool, str]] = []
-            lead = ""
-            at_start = False
-            for j, info in enumerate([get_token(raw) or classify(raw) for raw in raws]):
-                mode = info[0]
-                if mode == 2 or (mode == 1 and j):  # _CONTENT, or _BREAK_FIRST mid-clause
-                    if not run:
-                        at_start = not j
-                    run.append(info)
-                elif mode == 0 or mode == 1:  # _BREAK, or _BREAK_FIRST first in the clause
-                    if run:
-                        runs.append((run, lead, i, at_start))
-                        run = []
-                    lead = info[4]
-            if run:
-                runs.append((run, lead, i, at_start))
+        if "\n" in own or (_has_dash(own) and _DASH_TOKEN_RE.search(own) is not None):
+            # The general case: the clause regex decides where clauses end.
+            seen: set[str] = set()
+            for clause in split_clauses(own):
+                raws = clause.split()
+                seen.update(raws)
+                scan(raws, i, False)
+        else:
+            # One line without a free-standing dash: a clause ends exactly after a token
+            # ending in clause punctuation, so one split does (see _CLAUSE_END).
+            raws = own.split()
+            seen = set(raws)
+            scan(raws, i, True)
         df.update({tokens[raw][2] for raw in seen})
     total = max(1, sum(1 for own in owns if own))
     return _score(runs, specials, speakers, df, total)
@@ -280,7 +305,7 @@ def _score(
                 continue
         acc = 0.0
         for b in range(a, a + n):
-            _, word, low, cap, _ = run[b]
+            _, word, low, cap, _, _ = run[b]
             w = weights.get(low)
             if w is None:
                 w = _word_weight(word, low, df, generic)
@@ -305,6 +330,10 @@ def _phrase(
     n_words = text.count(" ") + 1
     score = weight * (1.0 + 0.8 * math.log(count)) * (1.0 + 0.5 * (n_words - 1))
     return (text, key, score, i, speakers[i])
+
+
+def _has_dash(text: str) -> bool:
+    return "-" in text or "\u2013" in text or "\u2014" in text
 
 
 def _word_weight(word: str, low: str, df: Counter[str], generic: float) -> float:
