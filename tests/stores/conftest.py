@@ -133,3 +133,12 @@ def postgres_backend(tmp_path: Path) -> Iterator[Backend]:
         yield b
     finally:
         b.cleanup()
+
+
+@pytest.fixture
+def sqlite_backend(tmp_path: Path) -> Iterator[Backend]:
+    b = make_backend("sqlite", tmp_path)
+    try:
+        yield b
+    finally:
+        b.cleanup()

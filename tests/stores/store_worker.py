@@ -7,10 +7,12 @@ per acknowledged operation, flushed, so a parent that kills the worker knows wha
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
@@ -38,16 +40,23 @@ def main(job: dict[str, Any]) -> None:
     say("ready")
     wait_for(job["go"])
     mode = job["mode"]
+    append: Callable[[str, Sequence[Message]], list[int]] = store.append
+    if job.get("use_async"):
+        loop = asyncio.new_event_loop()
+
+        def append(conversation: str, messages: Sequence[Message]) -> list[int]:
+            return loop.run_until_complete(store.aappend(conversation, messages))
+
     if mode == "append":
         writer = job["writer"]
         for i in range(job["count"]):
-            store.append(cid, [Message.user(f"w{writer}:{i}")])
+            append(cid, [Message.user(f"w{writer}:{i}")])
         say("done")
     elif mode == "append_until_killed":
         i = 0
         while True:
             text = f"k:{i}"
-            (seq,) = store.append(cid, [Message.user(text, id=f"id-{i}")])
+            (seq,) = append(cid, [Message.user(text, id=f"id-{i}")])
             say(f"ack {seq} {text}")
             if i % job["checkpoint_every"] == job["checkpoint_every"] - 1:
                 latest = store.latest_checkpoint(cid)

@@ -126,6 +126,59 @@ async def test_sqlite_async_calls_run_concurrently_without_losing_appends(tmp_pa
     await store.aclose()
 
 
+async def test_sqlite_async_append_waits_for_another_writer(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "a.db")
+    assert await store.aappend("c", [Message.user("first")]) == [1]
+    other = sqlite3.connect(tmp_path / "a.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # holds the write lock
+    task = asyncio.ensure_future(store.aappend("c", [Message.user("second")]))
+    await asyncio.sleep(0.3)
+    assert not task.done()  # waiting in a thread, not failing and not blocking this loop
+    other.execute("COMMIT")
+    assert await asyncio.wait_for(task, 10) == [2]
+    other.close()
+    assert [s.message.text for s in await store.aread("c")] == ["first", "second"]
+    await store.aclose()
+    with pytest.raises(StoreError, match="closed"):
+        await store.aappend("c", [Message.user("late")])
+
+
+async def test_sqlite_async_appends_let_other_tasks_run(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "a.db")
+    ticks = 0
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.ensure_future(ticker())
+    await asyncio.sleep(0)
+    before = ticks
+    for i in range(100):
+        await store.aappend("c", [Message.user(str(i))])
+    assert ticks - before >= 50  # the loop of appends yielded to the ticker throughout
+    stop.set()
+    await task
+    await store.aclose()
+
+
+async def test_sqlite_async_single_appends_keep_the_wal_bounded(tmp_path: Path) -> None:
+    # Inline async appends never checkpoint; some go through the main connection so the WAL
+    # is checkpointed and reused instead of growing with every append.
+    store = SQLiteStore(tmp_path / "a.db")
+    count = 3000
+    for i in range(count):
+        assert await store.aappend("c", [Message.user(f"async {i}")]) == [i + 1]
+    wal = (tmp_path / "a.db-wal").stat().st_size
+    assert wal < 8 * 1024 * 1024, wal  # one 4 KiB frame per append would be over 12 MB
+    log = store.read("c")
+    assert [s.message.text for s in log] == [f"async {i}" for i in range(count)]
+    await store.aclose()
+
+
 # -- Redis -----------------------------------------------------------------------------
 
 
@@ -217,11 +270,13 @@ def test_postgres_rejects_unsafe_schema_names(schema: str) -> None:
         PostgresStore("postgresql://localhost/db", schema=schema)
 
 
-def test_sqlite_without_returning_support(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # SQLite before 3.35 has no RETURNING: the counter is read back in the same transaction.
-    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 31, 1))
+def test_sqlite_without_returning_support(tmp_path: Path) -> None:
+    # SQLite before 3.35 has no RETURNING; the SQLite store never uses it.
+    dialect = sqlite_dialect()
+    texts = [getattr(dialect, f) for f in dialect.__slots__ if isinstance(getattr(dialect, f), str)]
+    assert texts
+    assert not [t for t in texts if "RETURNING" in t.upper()]
     store = SQLiteStore(tmp_path / "old.db")
-    assert "RETURNING" not in store._dialect.bump
     assert store.append("c", [Message.user("a"), Message.user("b")]) == [1, 2]
     assert store.append("d", [Message.user("x")]) == [1]
     assert store.append("c", [Message.user("c")]) == [3]

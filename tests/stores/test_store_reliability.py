@@ -53,9 +53,27 @@ def go(tmp_path: Path) -> None:
 
 
 def test_eight_processes_append_500_each(persistent_backend: Any, tmp_path: Path) -> None:
+    eight_writers(persistent_backend, tmp_path, use_async=[False] * 8)
+
+
+def test_sqlite_async_and_sync_writers_mixed(sqlite_backend: Any, tmp_path: Path) -> None:
+    # Async appends take the event-loop connection when the write lock is free and a
+    # worker thread when it is not; both must keep the numbering and each writer's order.
+    eight_writers(sqlite_backend, tmp_path, use_async=[w % 2 == 0 for w in range(8)])
+
+
+def eight_writers(persistent_backend: Any, tmp_path: Path, *, use_async: list[bool]) -> None:
     cid = "race-" + uuid.uuid4().hex[:8]
     procs = [
-        start(persistent_backend, tmp_path, cid, mode="append", writer=w, count=500)
+        start(
+            persistent_backend,
+            tmp_path,
+            cid,
+            mode="append",
+            writer=w,
+            count=500,
+            use_async=use_async[w],
+        )
         for w in range(8)
     ]
     wait_ready(procs)
@@ -88,10 +106,27 @@ def read_lines(stream: IO[str]) -> list[str]:
 def test_killed_writer_loses_no_acknowledged_append(
     persistent_backend: Any, tmp_path: Path
 ) -> None:
+    killed_writer(persistent_backend, tmp_path, use_async=False)
+
+
+def test_sqlite_killed_async_writer_loses_no_acknowledged_append(
+    sqlite_backend: Any, tmp_path: Path
+) -> None:
+    killed_writer(sqlite_backend, tmp_path, use_async=True)
+
+
+def killed_writer(persistent_backend: Any, tmp_path: Path, *, use_async: bool) -> None:
     cid = "kill-" + uuid.uuid4().hex[:8]
     store = persistent_backend.open()
     store.append(cid, [Message.system("before the writer")])
-    proc = start(persistent_backend, tmp_path, cid, mode="append_until_killed", checkpoint_every=25)
+    proc = start(
+        persistent_backend,
+        tmp_path,
+        cid,
+        mode="append_until_killed",
+        checkpoint_every=25,
+        use_async=use_async,
+    )
     wait_ready([proc])
     go(tmp_path)
     acks: list[str] = []

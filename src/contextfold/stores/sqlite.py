@@ -68,6 +68,11 @@ T = TypeVar("T")
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
+#: The most messages an async append writes inline on the event loop.
+_INLINE_MAX_MESSAGES = 32
+#: One async append in this many takes the thread path, whose connection checkpoints the WAL.
+_INLINE_CHECKPOINT_EVERY = 128
+
 
 def parse_sqlite_url(url: str) -> str:
     """The database path of a ``sqlite://`` URL.
@@ -96,7 +101,13 @@ class SQLiteStore:
             :class:`StoreError`.
 
     The async methods run the same code in a worker thread: SQLite calls are short and local,
-    and one connection guarded by a lock serves both.
+    and one connection guarded by a lock serves both. The exception is :meth:`aappend` of a
+    few messages on a file database in WAL mode with ``synchronous`` ``NORMAL`` or ``OFF``: a
+    commit there writes to the operating system's cache and never waits for the disk, so it
+    runs right in the event loop, on a second connection that never waits for a lock; when
+    another writer holds the lock, the append goes to the worker thread like the others. That
+    connection never runs a WAL checkpoint (which syncs to disk); every so often an append
+    takes the thread path so the main connection can.
     """
 
     def __init__(
@@ -127,22 +138,89 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot open {self._where}: {exc}") from exc
         self._conn: sqlite3.Connection | None = conn
+        self._inline: sqlite3.Connection | None = None
+        self._inline_lock = threading.Lock()
+        self._inline_calls = 0
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            wal = False
             if self._owned and not in_memory:
-                conn.execute("PRAGMA journal_mode = WAL")
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+                wal = bool(mode) and str(mode[0]).lower() == "wal"
             conn.execute(f"PRAGMA synchronous = {synchronous}")
             if not self._run(op_schema_current(self._dialect), write=False, what="open"):
                 self._run(op_migrate(self._dialect), write=True, what="migrate")
+            if wal and synchronous in ("NORMAL", "OFF"):
+                self._inline = self._open_inline(path, synchronous)
         except BaseException as exc:
             if self._owned:
                 conn.close()
+            if self._inline is not None:
+                self._inline.close()
+                self._inline = None
             self._conn = None
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"cannot open {self._where}: {exc}") from exc
             raise
 
     # -- plumbing ------------------------------------------------------------------------
+
+    @staticmethod
+    def _open_inline(path: str, synchronous: str) -> sqlite3.Connection:
+        """The event loop's connection: never waits for a lock, never checkpoints."""
+        inline = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False)
+        try:
+            inline.execute("PRAGMA busy_timeout = 0")
+            inline.execute(f"PRAGMA synchronous = {synchronous}")
+            inline.execute("PRAGMA wal_autocheckpoint = 0")
+        except BaseException:
+            inline.close()
+            raise
+        return inline
+
+    def _append_inline(self, conversation_id: str, messages: Sequence[Message]) -> list[int] | None:
+        """Append on the inline connection if that cannot block; ``None`` when it could."""
+        inline = self._inline
+        if (
+            inline is None
+            or not isinstance(messages, Sequence)
+            or len(messages) > _INLINE_MAX_MESSAGES
+        ):
+            return None
+        self._inline_calls += 1
+        if self._inline_calls % _INLINE_CHECKPOINT_EVERY == 0:
+            return None  # the main connection commits this one and may checkpoint the WAL
+        if not self._inline_lock.acquire(blocking=False):
+            return None
+        try:
+            if self._inline is None:  # closed meanwhile
+                return None
+            cid = check_conversation_id(conversation_id)
+            payloads = encode_messages(cid, messages, compact=True)
+            if not payloads:
+                return []
+            cur = inline.cursor()
+            try:
+                try:
+                    cur.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error:
+                    return None  # another writer holds the lock: wait for it in a thread
+                try:
+                    result = run_sync(cur, op_append(self._dialect, cid, payloads))
+                    cur.execute("COMMIT")
+                except sqlite3.Error:
+                    if inline.in_transaction:
+                        cur.execute("ROLLBACK")
+                    return None  # nothing was stored; the thread path retries and reports
+                except BaseException:
+                    if inline.in_transaction:
+                        cur.execute("ROLLBACK")
+                    raise
+                return result
+            finally:
+                cur.close()
+        finally:
+            self._inline_lock.release()
 
     def _run(self, op: Op[T], *, write: bool, what: str, conversation_id: str = "") -> T:
         with self._lock:
@@ -286,6 +364,10 @@ class SQLiteStore:
 
     def close(self) -> None:
         """Close the connection (a connection passed in by the caller is left open)."""
+        with self._inline_lock:
+            inline, self._inline = self._inline, None
+            if inline is not None:
+                inline.close()
         with self._lock:
             conn, self._conn = self._conn, None
             if conn is not None and self._owned:
@@ -294,7 +376,15 @@ class SQLiteStore:
     # -- async API -----------------------------------------------------------------------
 
     async def aappend(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
-        """Async :meth:`append` (runs in a worker thread)."""
+        """Async :meth:`append`.
+
+        A few messages are written inline when that cannot block (see the class docs),
+        otherwise in a worker thread.
+        """
+        seqs = self._append_inline(conversation_id, messages)
+        if seqs is not None:
+            await asyncio.sleep(0)  # a loop of appends still lets other tasks run
+            return seqs
         return await asyncio.to_thread(self.append, conversation_id, messages)
 
     async def aread(
