@@ -6,7 +6,9 @@ Measured in one run, each store in a fresh database or key space:
 
 * **single append**: one message per call, ``append(cid, [m])`` against
   ``await session.add_items([item])`` (the SDK has only an async API; our async
-  ``aappend`` is measured too, so the comparison also holds like for like);
+  ``aappend`` is measured too, so the comparison also holds like for like; the SQLite
+  store commits a small async append right in the event loop when no other writer holds
+  the lock, since a WAL commit at ``synchronous=NORMAL`` does not wait for the disk);
 * **batched append**: 1,000 messages per call, until the conversation holds N messages;
 * **load all**: read the whole N-message conversation back, median of 3 (``read(cid)``
   decodes every row into validated ``Message`` objects; ``get_items()`` only ``json.loads``
