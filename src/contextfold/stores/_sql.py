@@ -16,7 +16,7 @@ contextfold) is refused with :class:`StoreError` rather than read wrongly.
 from __future__ import annotations
 
 import re
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
@@ -41,7 +41,7 @@ class Query:
     """One statement: ``many`` runs it once per parameter tuple in ``params``."""
 
     sql: str
-    params: Sequence[Any] | Iterable[Any] = ()
+    params: Sequence[Any] = ()
     many: bool = False
 
 
@@ -115,8 +115,9 @@ def _sqlite_migrations() -> tuple[Migration, ...]:
                 " expires_at REAL NOT NULL)",
             ),
         ),
-        # No table changes: from here on, rows may be compact (see ``_codec``), which an
-        # older contextfold cannot read, so it must refuse the file rather than fail per row.
+        # No table changes, but from here on rows may be compact (see ``_codec``) and the
+        # next seq follows the largest key (``last_seq`` is no longer kept). An older
+        # contextfold could neither read nor number such a log, so it must refuse the file.
         Migration(2, "0002_compact_text_rows", ()),
     )
 
