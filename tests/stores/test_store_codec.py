@@ -21,6 +21,7 @@ from contextfold.stores._codec import (
     decode_message,
     decode_rows,
     encode_message,
+    encode_messages,
     encode_row,
 )
 from contextfold.stores.base import StoredMessage
@@ -245,3 +246,11 @@ def test_big_batches_decode_like_single_rows_and_restore_the_collector() -> None
         assert not gc.isenabled()  # a caller's choice is left alone
     finally:
         gc.enable()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(messages(), max_size=8))
+def test_batch_encoding_matches_row_by_row(batch: list[Message]) -> None:
+    batch += [Message.from_dict(m.to_dict()) for m in batch]  # plain-dict extras
+    assert encode_messages("c", batch, compact=True) == [encode_row(m) for m in batch]
+    assert encode_messages("c", batch) == [encode_message(m) for m in batch]

@@ -181,7 +181,27 @@ def encode_messages(
     encode = encode_row if compact else encode_message
     out: list[str] = []
     add = out.append
+    codes = _ROLE_CODES if compact else {}
     for index, message in enumerate(messages):
+        if type(message) is Message and message.extra is _EMPTY and message.name is None:
+            # encode_row's commonest case, inline (a batch spends most of its Python time
+            # here); anything it does not cover takes the full path below.
+            parts = message.parts
+            if len(parts) == 1:
+                part = parts[0]
+                text = part.text if type(part) is TextPart and part.extra is _EMPTY else None
+                msg_id = message.id
+                code = codes.get(message.role)
+                if (
+                    code is not None
+                    and type(text) is str
+                    and type(msg_id) is str
+                    and _ID_END not in msg_id
+                ):
+                    row = f"{_COMPACT}{code}{len(text)}:{msg_id}{_ID_END}{text}"
+                    if row.isascii():
+                        add(row)
+                        continue
         if type(message) is not Message and not isinstance(message, Message):
             raise StoreError(
                 f"append to {conversation_id!r}: item {index} is a {type(message).__name__}, "
