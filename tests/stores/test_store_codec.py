@@ -254,3 +254,19 @@ def test_batch_encoding_matches_row_by_row(batch: list[Message]) -> None:
     batch += [Message.from_dict(m.to_dict()) for m in batch]  # plain-dict extras
     assert encode_messages("c", batch, compact=True) == [encode_row(m) for m in batch]
     assert encode_messages("c", batch) == [encode_message(m) for m in batch]
+
+
+def test_a_large_sqlite_read_restores_the_collector(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    batch = [Message.user(f"m{i}") for i in range(PAUSE_GC_ROWS + 10)]
+    store.append("c", batch)
+    assert [s.message for s in store.read("c")] == batch
+    assert gc.isenabled()
+    assert [s.seq for s in store.read("c", after_seq=5, limit=PAUSE_GC_ROWS)][-1] == (
+        PAUSE_GC_ROWS + 5
+    )
+    assert gc.isenabled()
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.read("c")
+    assert gc.isenabled()  # resumed on the error path too

@@ -24,7 +24,8 @@ from __future__ import annotations
 import gc
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -45,6 +46,7 @@ __all__ = [
     "check_conversation_id",
     "check_read_args",
     "check_ttl",
+    "collector_paused",
     "decode_checkpoint",
     "decode_message",
     "decode_rows",
@@ -295,14 +297,26 @@ def decode_rows(rows: Sequence[Sequence[Any]], conversation_id: str) -> list[Sto
     time of loading 100k messages). The collector is resumed afterwards, if it was running,
     and then examines the new objects once.
     """
-    pause = len(rows) >= PAUSE_GC_ROWS and gc.isenabled()
-    if pause:
-        gc.disable()
-    try:
+    with collector_paused(len(rows) >= PAUSE_GC_ROWS):
         return _decode_rows(rows, conversation_id)
+
+
+@contextmanager
+def collector_paused(pause: bool = True) -> Iterator[None]:
+    """Pause the cyclic garbage collector for a bulk read (see :func:`decode_rows`).
+
+    Does nothing when ``pause`` is false or the collector is already off; otherwise the
+    collector is resumed on the way out, even on error. A caller that switches the
+    collector off from another thread meanwhile would find it on again afterwards.
+    """
+    if not pause or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
     finally:
-        if pause:
-            gc.enable()
+        gc.enable()
 
 
 def _decode_rows(rows: Sequence[Sequence[Any]], conversation_id: str) -> list[StoredMessage]:

@@ -37,9 +37,11 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import StoreError
 from contextfold.messages import Message
 from contextfold.stores._codec import (
+    PAUSE_GC_ROWS,
     check_conversation_id,
     check_read_args,
     check_ttl,
+    collector_paused,
     encode_checkpoint,
     encode_messages,
 )
@@ -274,12 +276,14 @@ class SQLiteStore:
         """Messages with ``seq > after_seq``, oldest first; an index range scan, O(limit)."""
         cid = check_conversation_id(conversation_id)
         check_read_args(after_seq, limit)
-        return self._run(
-            op_read(self._dialect, cid, after_seq, limit),
-            write=False,
-            what="read",
-            conversation_id=cid,
-        )
+        # Fetching creates objects as fast as decoding does: pause the collector for both.
+        with collector_paused(limit is None or limit >= PAUSE_GC_ROWS):
+            return self._run(
+                op_read(self._dialect, cid, after_seq, limit),
+                write=False,
+                what="read",
+                conversation_id=cid,
+            )
 
     def last_seq(self, conversation_id: str, /) -> int:
         """The newest sequence number, 0 for an empty or unknown conversation."""
