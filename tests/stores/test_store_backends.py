@@ -393,3 +393,31 @@ def test_sqlite_conversation_cannot_overflow_its_key_range(tmp_path: Path) -> No
     assert store.last_seq("c") == 4294967295
     assert [s.message.text for s in store.read("d")] == ["neighbour"]  # not overwritten
     store.close()
+
+
+async def test_sqlite_async_append_errors_leave_no_lock_or_gap(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "a.db")
+    assert await store.aappend("c", [Message.user("a")]) == [1]
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        conn.execute(
+            "CREATE TRIGGER boom BEFORE INSERT ON contextfold_messages"
+            " BEGIN SELECT RAISE(ABORT, 'refused by trigger'); END"
+        )
+    with pytest.raises(StoreError, match="refused by trigger"):
+        await store.aappend("c", [Message.user("b")])
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        conn.execute("DROP TRIGGER boom")
+    # Nothing half-written, no transaction left open: both paths append right after seq 1.
+    assert await store.aappend("c", [Message.user("c")]) == [2]
+    assert store.append("c", [Message.user("d")]) == [3]
+    # A conversation that is full raises from the inline path without holding the lock.
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        conn.execute(
+            "UPDATE contextfold_messages SET key = key + 4294967292 WHERE key ="
+            " (SELECT (num << 32) + 3 FROM contextfold_conversations WHERE id = 'c')"
+        )
+    with pytest.raises(StoreError, match="full"):
+        await store.aappend("c", [Message.user("x")])
+    assert await store.aappend("other", [Message.user("fine")]) == [1]
+    assert [s.message.text for s in store.read("c")] == ["a", "c", "d"]
+    await store.aclose()

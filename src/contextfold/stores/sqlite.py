@@ -153,7 +153,11 @@ class SQLiteStore:
             if not self._run(op_schema_current(self._dialect), write=False, what="open"):
                 self._run(op_migrate(self._dialect), write=True, what="migrate")
             if wal and synchronous in ("NORMAL", "OFF"):
-                self._inline = self._open_inline(path, synchronous)
+                try:
+                    self._inline = self._open_inline(path, synchronous)
+                except sqlite3.Error:
+                    self._inline = None  # optional: async appends then all use the thread
+
         except BaseException as exc:
             if self._owned:
                 conn.close()
@@ -179,6 +183,16 @@ class SQLiteStore:
             inline.close()
             raise
         return inline
+
+    def _abandon_inline_transaction(self, inline: sqlite3.Connection) -> None:
+        """Roll back; if even that fails, close the connection (which rolls back) for good."""
+        if not inline.in_transaction:
+            return
+        try:
+            inline.execute("ROLLBACK")
+        except sqlite3.Error:
+            self._inline = None
+            inline.close()
 
     def _append_inline(self, conversation_id: str, messages: Sequence[Message]) -> list[int] | None:
         """Append on the inline connection if that cannot block; ``None`` when it could."""
@@ -210,13 +224,10 @@ class SQLiteStore:
                 try:
                     result = run_sync(cur, op_append(self._dialect, cid, payloads))
                     cur.execute("COMMIT")
-                except sqlite3.Error:
-                    if inline.in_transaction:
-                        cur.execute("ROLLBACK")
-                    return None  # nothing was stored; the thread path retries and reports
-                except BaseException:
-                    if inline.in_transaction:
-                        cur.execute("ROLLBACK")
+                except BaseException as exc:
+                    self._abandon_inline_transaction(inline)
+                    if isinstance(exc, sqlite3.Error):
+                        return None  # nothing was stored; the thread path retries and reports
                     raise
                 return result
             finally:
