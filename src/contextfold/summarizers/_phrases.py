@@ -142,7 +142,9 @@ def key_phrases(owns: Sequence[str], speakers: Sequence[str]) -> list[KeyPhrase]
     key's first occurrence run in C; weights are computed only for each key's first
     occurrence, once the document frequencies are known.
     """
-    tokens: dict[str, _Token] = {}
+    tokens = _TOKENS
+    if len(tokens) > _TOKEN_CACHE_LIMIT:
+        tokens.clear()
     specials: dict[str, list[Any]] = {}  # dates and titles: [text, first, weight, count]
     df: Counter[str] = Counter()
     # The runs of content words: their tokens, the article before, the message, and whether
@@ -303,6 +305,20 @@ def _score(
             if entry[1] <= i:  # the date or title came first (in one message it is read first)
                 out.append(_phrase(entry[0], key, entry[2], count, entry[1], speakers))
                 continue
+        if n == 1:
+            # One word: the commonest case by far.
+            _, word, low, cap, _, _ = run[a]
+            w = weights.get(low)
+            if w is None:
+                w = weights[low] = _word_weight(word, low, df, generic)
+            if cap and (a or not at_start):
+                w += 1.5
+            if a == 0 and lead:
+                score = w * (1.0 + 0.8 * log(count)) * 1.5
+                out.append((f"{lead} {word}", key, score, i, speakers[i]))
+            else:
+                out.append((word, key, w * (1.0 + 0.8 * log(count)), i, speakers[i]))
+            continue
         acc = 0.0
         for b in range(a, a + n):
             _, word, low, cap, _, _ = run[b]
@@ -313,7 +329,7 @@ def _score(
             if cap and (b or not at_start):
                 w += 1.5
             acc = w if b == a else acc + w
-        text = run[a][1] if n == 1 else join([t[1] for t in run[a : a + n]])
+        text = join([t[1] for t in run[a : a + n]])
         if a == 0 and lead:
             text = f"{lead} {text}"
         n_words = text.count(" ") + 1
@@ -330,6 +346,13 @@ def _phrase(
     n_words = text.count(" ") + 1
     score = weight * (1.0 + 0.8 * math.log(count)) * (1.0 + 0.5 * (n_words - 1))
     return (text, key, score, i, speakers[i])
+
+
+# How each distinct token reads (mode, word, lowercase ...) does not depend on the span, so
+# it is remembered across calls: a conversation summarized again and again repeats most of
+# its vocabulary. Bounded: cleared when it grows past the limit.
+_TOKENS: dict[str, _Token] = {}
+_TOKEN_CACHE_LIMIT = 200_000
 
 
 def _has_dash(text: str) -> bool:

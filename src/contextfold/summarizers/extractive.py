@@ -129,16 +129,17 @@ class _Item:
         return self._subs
 
 
-_PLAIN_RE = re.compile(r"[,;:!?()\"']")
+# Light punctuation, deleted before containment checks.
+_PLAIN_DELETE = str.maketrans("", "", ",;:!?()\"'")
 
 
 def _plain(text: str) -> str:
     """Lowercase without light punctuation, for containment checks between items."""
-    return _SPACE_RE.sub(" ", _PLAIN_RE.sub("", text.lower())).strip()
+    return " ".join(text.lower().translate(_PLAIN_DELETE).split())
 
 
 def _norm(text: str) -> str:
-    return _SPACE_RE.sub(" ", text.lower()).strip(" .,;:-")
+    return " ".join(text.lower().split()).strip(" .,;:-")
 
 
 def _short(text: str, limit: int) -> str:
