@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -240,3 +241,144 @@ def test_locomo_dates_and_names_survive() -> None:
     assert ApproxCounter().count_text(result.text) <= 1500
     for needle in ("8 May, 2023", "Sweden", "Caroline", "Melanie", "adoption agencies"):
         assert needle in result.text
+
+
+# -- key phrases: the fast implementation against a plain word-by-word reading ------------
+
+
+def reference_phrases(owns: list[str], speakers: list[str]) -> dict[str, tuple[str, float, int]]:
+    """Key phrases read the slow, obvious way: clause by clause, word by word.
+
+    Written independently of the module's two-pass layout; only the word lists, regexes
+    and weights are shared. Returns ``key -> (text, score, first message)``.
+    """
+    from collections import Counter
+
+    from contextfold.summarizers import _phrases as ph
+
+    df: Counter[str] = Counter()
+    for own in owns:
+        if own:
+            df.update({w.strip(ph.STRIP).lower() for w in own.split()})
+    total = max(1, sum(1 for own in owns if own))
+    generic = max(3.0, total * 0.04)
+    found: dict[str, list[object]] = {}  # key -> [text, first, weight, count]
+
+    def add(key: str, text: str, i: int, weight: float) -> None:
+        if key in found:
+            found[key][3] += 1  # type: ignore[operator]
+        else:
+            found[key] = [text, i, weight, 1]
+
+    for i, own in enumerate(owns):
+        if not own:
+            continue
+        if re.search(r"\d", own):
+            for date in ph._DATE_RE.findall(own):
+                add(date.lower(), date, i, 6.0)
+        for title in ph._TITLE_RE.findall(own):
+            title = title.rstrip(".'\u2019-")
+            caps = sum(1 for w in title.split() if w[:1].isupper())
+            if caps >= 2 and title.count(" ") <= 8:
+                add(title.lower(), title, i, 1.6 * caps + 1.0)
+        for clause in ph._CLAUSE_RE.split(own):
+            runs: list[tuple[list[tuple[str, float]], str]] = []
+            run: list[tuple[str, float]] = []
+            lead = ""
+            for j, raw in enumerate(clause.split()):
+                word = raw.strip(ph.STRIP)
+                low = word.lower()
+                if low in ph._STOPWORDS:
+                    i_form = word[:1] == "I" and (len(word) == 1 or word[1] in "'\u2019")
+                    if not (word[:1].isupper() and (j or low in ph._MONTH_WORDS) and not i_form):
+                        if run:
+                            runs.append((run, lead))
+                            run = []
+                        lead = word if low in ph._ARTICLES else ""
+                        continue
+                elif not word or not (word[0].isalnum() or word[-1].isalnum()):
+                    continue
+                weight = ph._word_weight(word, low, df, generic)
+                run.append((word, weight + 1.5 if j and word[0].isupper() else weight))
+            if run:
+                runs.append((run, lead))
+            for words, lead_word in runs:
+                for a in range(len(words)):
+                    for b in range(a, min(a + 3, len(words))):
+                        text = " ".join(w for w, _ in words[a : b + 1])
+                        weight = words[a][1]
+                        for _, w in words[a + 1 : b + 1]:
+                            weight += w
+                        if a == 0 and lead_word:
+                            text = f"{lead_word} {text}"
+                        add(text.lower(), text, i, weight)
+    out: dict[str, tuple[str, float, int]] = {}
+    for key, (text, first, weight, count) in found.items():
+        n_words = str(text).count(" ") + 1
+        score = float(weight) * (1 + 0.8 * math.log(int(count))) * (1 + 0.5 * (n_words - 1))  # type: ignore[arg-type]
+        out[key] = (str(text), score, int(first))  # type: ignore[call-overload]
+    return out
+
+
+def fast_phrases(
+    owns: list[str], speakers: list[str], *, by_line: bool = True
+) -> dict[str, tuple[str, float, int]]:
+    from contextfold.summarizers._phrases import key_phrases
+
+    found = key_phrases(owns, speakers, by_line=by_line)
+    out = {key: (text, score, first) for text, key, score, first, _ in found}
+    assert len(out) == len(found), "each phrase is listed once"
+    return out
+
+
+def same_phrases(
+    a: dict[str, tuple[str, float, int]], b: dict[str, tuple[str, float, int]]
+) -> None:
+    assert a.keys() == b.keys()
+    for key, (text, score, first) in a.items():
+        assert b[key][0] == text, key
+        assert b[key][2] == first, key
+        assert b[key][1] == pytest.approx(score, rel=1e-12), key
+
+
+PIECES = [
+    *"abcXYZ019 .,!?;:()\"'-\u2014\u201c\u2019\t\n",
+    *(" the ", " I ", " May ", " The ", " a ", " - ", "Mel", "New York", "8 May, 2023"),
+]
+chatty = st.lists(st.sampled_from(PIECES), max_size=30).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(owns=st.lists(chatty, min_size=1, max_size=6))
+def test_key_phrases_match_a_word_by_word_reading(owns: list[str]) -> None:
+    speakers = ["Ann" if i % 2 else "Bob" for i in range(len(owns))]
+    expected = reference_phrases(owns, speakers)
+    same_phrases(expected, fast_phrases(owns, speakers))
+    # Cutting plain lines by their tokens gives what the clause regex gives.
+    same_phrases(expected, fast_phrases(owns, speakers, by_line=False))
+
+
+def test_key_phrases_match_a_word_by_word_reading_on_locomo() -> None:
+    data: Path = require_data()
+    sample = json.loads((data / "locomo" / "locomo10.json").read_text())[1]
+    conv = sample["conversation"]
+    turns = [t for k in conv if re.fullmatch(r"session_\d+", k) for t in conv[k]]
+    owns = [t["text"] for t in turns]
+    speakers = [t["speaker"] for t in turns]
+    expected = reference_phrases(owns, speakers)
+    assert len(expected) > 1000
+    same_phrases(expected, fast_phrases(owns, speakers))
+
+
+def test_token_readings_are_remembered_within_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextfold.summarizers import _phrases as ph
+
+    monkeypatch.setattr(ph, "_TOKENS", {})
+    monkeypatch.setattr(ph, "_TOKEN_CACHE_LIMIT", 30)
+    first = [" ".join(f"alpha{i}" for i in range(40))]
+    second = [" ".join(f"beta{i}" for i in range(40))]
+    before = fast_phrases(second, ["x"])
+    fast_phrases(first, ["x"])
+    assert len(ph._TOKENS) == 40  # over the bound now: the next call starts afresh
+    assert fast_phrases(second, ["x"]) == before
+    assert set(ph._TOKENS) == {f"beta{i}" for i in range(40)}

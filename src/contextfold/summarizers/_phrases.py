@@ -120,12 +120,16 @@ _Token = tuple[int, str, str, bool, str, bool]
 _Run = tuple[list[_Token], str, int, bool]
 
 
-def key_phrases(owns: Sequence[str], speakers: Sequence[str]) -> list[KeyPhrase]:
+def key_phrases(
+    owns: Sequence[str], speakers: Sequence[str], *, by_line: bool = True
+) -> list[KeyPhrase]:
     """Distinct 1-3 word content phrases, dates and titles of ``owns``, weighted.
 
     Args:
         owns: each message's own text ("" for none).
         speakers: who wrote each message (name or role).
+        by_line: cut plain lines into clauses from their tokens (the fast path); False
+            always uses the clause regex (the same phrases, more slowly).
 
     Returns:
         The phrases, each once, in a deterministic order.
@@ -227,7 +231,11 @@ def key_phrases(owns: Sequence[str], speakers: Sequence[str]) -> list[KeyPhrase]
                 if caps < 2 or title.count(" ") > 8:
                     continue
                 special(title.lower(), title, i, 1.6 * caps + 1.0)
-        if "\n" in own or (_has_dash(own) and _DASH_TOKEN_RE.search(own) is not None):
+        if (
+            not by_line
+            or "\n" in own
+            or (_has_dash(own) and _DASH_TOKEN_RE.search(own) is not None)
+        ):
             # The general case: the clause regex decides where clauses end.
             seen: set[str] = set()
             for clause in split_clauses(own):
