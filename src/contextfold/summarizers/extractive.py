@@ -65,9 +65,11 @@ _PATH_RE = re.compile(
     r"txt|cfg|ini|rs|go|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|sh|sql|html|css|scss|lock|"
     r"dart|lua|vue|svelte|xml|csv|env|proto)\b"
 )
-_EXT_HINT_RE = re.compile(r"\w\.[a-z]{1,6}\b")
-_CAMEL_RE = re.compile(r"[a-z][A-Z]")
-_DOTTED_CALL_RE = re.compile(r"\w\.\w+\(")
+# These hint regexes start on a literal or a rare character class and look behind, so the
+# regex engine skips ahead instead of trying every position of a long message.
+_EXT_HINT_RE = re.compile(r"\.(?<=\w\.)[a-z]{1,6}\b")  # word.ext
+_CAMEL_RE = re.compile(r"[A-Z](?<=[a-z][A-Z])")  # camelCase
+_DOTTED_CALL_RE = re.compile(r"\.(?<=\w\.)\w+\(")  # obj.call(
 _URL_RE = re.compile(r"https?://\S+")
 _IDENT_RE = re.compile(
     r"`([^`\n]{2,60})`"
