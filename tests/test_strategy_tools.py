@@ -251,3 +251,20 @@ def test_sliding_window_and_summarization_agree_on_the_tool_budget() -> None:
     assert ids(failed) == ids(window)
     assert "tool schemas cost 50 tokens of the budget" in window.notes
     assert "tool schemas cost 50 tokens of the budget" in failed.notes
+
+
+def test_memory_hands_its_tools_through_a_pipeline_to_its_stages() -> None:
+    stage = Summarization(150, keep_recent=12, summarizer=FakeSummarizer("S"))
+    pipeline = Pipeline([PruneToolOutputs(min_savings=0), stage], max_tokens=150)
+    memory = ConversationMemory(strategy=pipeline, counter=COUNTER, tools=TOOLS)
+    running = memory.strategy
+    assert isinstance(running, Pipeline)
+    assert running.tools == tuple(TOOLS)
+    assert all(s.tools == tuple(TOOLS) for s in running.stages)  # type: ignore[attr-defined]
+    assert pipeline.tools == ()
+    assert stage.tools == ()
+    memory.extend(chat(20))
+    ctx = memory.build_context()
+    assert ctx.stats.tools_tokens == TOOL_TOKENS
+    assert ctx.stats.current_tokens + TOOL_TOKENS <= 150
+    assert any(note.startswith("summary: tool schemas cost 50") for note in ctx.stats.notes)

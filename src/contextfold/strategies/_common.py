@@ -691,4 +691,8 @@ def with_tools(stage: _S, tools: Sequence[Mapping[str, Any]], reserve_tokens: in
     for cache in ("_tool_cache", "_tool_tokens"):
         if isinstance(getattr(clone, cache, None), dict):
             setattr(clone, cache, {})
+    # A strategy that passes its tools on (a pipeline to its stages) does so again.
+    changed = getattr(clone, "_tools_changed", None)
+    if callable(changed):
+        changed()
     return clone

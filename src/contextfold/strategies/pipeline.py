@@ -86,8 +86,17 @@ class Pipeline(ToolBudget):
         check_option("max_tokens", max_tokens, 1, budget=True)
         self.max_tokens = max_tokens
         self._init_tools(tools, reserve_tokens)
-        self.stages: tuple[Strategy, ...] = tuple(
-            with_tools(stage, self.tools, self.reserve_tokens) for stage in stages
+        self._given_stages = stages
+        self.stages: tuple[Strategy, ...] = ()
+        self._tools_changed()
+
+    def _tools_changed(self) -> None:
+        """Hand the pipeline's tools and reserve to the stages that have none of their own.
+
+        Called again when a copy of the pipeline is given other tools (see ``with_tools``).
+        """
+        self.stages = tuple(
+            with_tools(stage, self.tools, self.reserve_tokens) for stage in self._given_stages
         )
 
     @property
