@@ -21,7 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["STRIP", "KeyPhrase", "key_phrases"]
 
@@ -187,31 +187,39 @@ def key_phrases(
 
     def scan(raws: list[str], i: int, by_token: bool) -> None:
         """Cut the runs of content words out of one clause (or, ``by_token``, a line)."""
-        run: list[_Token] = []
-        lead = ""
+        found = list(map(get_token, raws))
+        if None in found:  # tokens not seen before: classify them
+            infos = [info or classify(raw) for info, raw in zip(found, raws, strict=True)]
+        else:
+            infos = cast("list[_Token]", found)
+        run: list[_Token] | None = None
+        lead = run_lead = ""
         at_start = False
         j = 0  # the token's position in its clause
-        for info in [get_token(raw) or classify(raw) for raw in raws]:
+        for info in infos:
             mode = info[0]
             if mode == 2 or (mode == 1 and j):  # _CONTENT, or _BREAK_FIRST mid-clause
-                if not run:
+                if run is None:
+                    run = [info]
+                    run_lead = lead
                     at_start = not j
-                run.append(info)
+                else:
+                    run.append(info)
             elif mode != 3:  # _BREAK, or _BREAK_FIRST first in the clause
-                if run:
-                    runs.append((run, lead, i, at_start))
-                    run = []
+                if run is not None:
+                    runs.append((run, run_lead, i, at_start))
+                    run = None
                 lead = info[4]
             if by_token and info[5]:
-                if run:
-                    runs.append((run, lead, i, at_start))
-                    run = []
+                if run is not None:
+                    runs.append((run, run_lead, i, at_start))
+                    run = None
                 lead = ""
                 j = 0
             else:
                 j += 1
-        if run:
-            runs.append((run, lead, i, at_start))
+        if run is not None:
+            runs.append((run, run_lead, i, at_start))
 
     split_clauses = _CLAUSE_RE.split
     find_dates = _DATE_RE.findall
