@@ -4,7 +4,8 @@ Each adapter turns a :class:`SummaryRequest` into one SDK call and the SDK's ans
 exception) into a :class:`SummarizationResult`. What is common lives here: the lazy import
 with a helpful error, the output cap, the per-call timeout derived from the deadline, the
 translation of SDK exceptions into failure codes, tool-schema conversion for cache-aligned
-calls, and the async guard that makes cancellation immediate.
+calls, the async guard that makes cancellation immediate, and the bookkeeping of an SDK's
+sync and async clients.
 
 Nothing here imports a provider SDK: exceptions are recognised by their attributes and
 class names, so the same mapping serves ``openai``, ``anthropic`` and ``litellm`` (which
@@ -20,10 +21,11 @@ import importlib
 import importlib.util
 import inspect
 import json
+import threading
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar
 
-from contextfold.errors import MissingExtraError
+from contextfold.errors import ContextfoldError, MissingExtraError
 from contextfold.summarizers.base import (
     FailureCode,
     SummarizationResult,
@@ -35,6 +37,7 @@ from contextfold.summarizers.base import (
 __all__ = [
     "Finish",
     "ProviderSummarizer",
+    "SDKSummarizer",
     "StreamAccumulator",
     "as_int",
     "clamp_tokens",
@@ -44,6 +47,7 @@ __all__ = [
     "finish_result",
     "guard_async",
     "import_extra",
+    "is_async_client",
     "request_timeout",
     "tools_for_anthropic",
     "tools_for_openai_chat",
@@ -597,3 +601,99 @@ class ProviderSummarizer(abc.ABC):
             return self._cancelled(request) or acc.result()
         except Exception as exc:
             return self._fail(exc, request, acc)
+
+
+def is_async_client(client: Any) -> bool:
+    """True for an SDK's async client class (``AsyncOpenAI``, ``AsyncAnthropic`` ...)."""
+    return type(client).__name__.startswith("Async")
+
+
+class SDKSummarizer(ProviderSummarizer):
+    """A provider adapter that talks through an SDK's sync and async client pair.
+
+    The client bookkeeping is the same for every such SDK, so it lives here: clients passed
+    in are used as they are (an async one given as ``client`` serves :meth:`asummarize`);
+    a missing one is created on first use, mirroring the other client's server and key (so
+    sync and async calls reach the same place) or else from the adapter's own settings;
+    :meth:`close` and :meth:`aclose` close only what was created here. Subclasses name the
+    SDK module and its client classes, and say which settings a mirrored client copies.
+    """
+
+    #: The SDK module to import, as ``(module, feature named in errors, extra to install)``.
+    sdk: ClassVar[tuple[str, str, str]]
+    #: The names of the SDK's sync and async client classes.
+    client_classes: ClassVar[tuple[str, str]]
+
+    base_url: str | None
+    api_key: str | None
+    timeout: float | None
+    max_retries: int | None
+
+    def _init_clients(self, client: Any, async_client: Any) -> None:
+        """Keep the clients given (fail now if one must be created and the SDK is missing)."""
+        if client is None or async_client is None:
+            ensure_installed(*self.sdk)
+        if client is not None and is_async_client(client):
+            client, async_client = None, async_client or client
+        self._client = client
+        self._async_client = async_client
+        self._owned: list[Any] = []
+        self._lock = threading.Lock()
+
+    @abc.abstractmethod
+    def _mirror_settings(self, other: Any) -> dict[str, Any]:
+        """The constructor settings that make a twin of ``other`` (an SDK client)."""
+
+    def _client_settings(self, other: Any) -> dict[str, Any]:
+        if other is not None:
+            # Mirror the client the caller gave us, so sync and async talk to the same server.
+            if type(other).__name__ not in self.client_classes:
+                raise ContextfoldError(
+                    f"cannot derive a twin of a {type(other).__name__} client; "
+                    "pass both client= and async_client="
+                )
+            return self._mirror_settings(other)
+        settings: dict[str, Any] = {}
+        if self.base_url is not None:
+            settings["base_url"] = self.base_url
+        if self.api_key is not None:
+            settings["api_key"] = self.api_key
+        if self.timeout is not None:
+            settings["timeout"] = self.timeout
+        if self.max_retries is not None:
+            settings["max_retries"] = self.max_retries
+        return settings
+
+    def _sync_client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                module = import_extra(*self.sdk)
+                factory = getattr(module, self.client_classes[0])
+                self._client = factory(**self._client_settings(self._async_client))
+                self._owned.append(self._client)
+            return self._client
+
+    def _async_client_(self) -> Any:
+        with self._lock:
+            if self._async_client is None:
+                module = import_extra(*self.sdk)
+                factory = getattr(module, self.client_classes[1])
+                self._async_client = factory(**self._client_settings(self._client))
+                self._owned.append(self._async_client)
+            return self._async_client
+
+    def close(self) -> None:
+        """Close the sync client this summarizer created (clients passed in are left open)."""
+        for owned in list(self._owned):
+            if owned is self._client:
+                owned.close()
+                self._owned.remove(owned)
+                self._client = None
+
+    async def aclose(self) -> None:
+        """Close every client this summarizer created (clients passed in are left open)."""
+        self.close()
+        for owned in list(self._owned):
+            await owned.close()
+            self._owned.remove(owned)
+            self._async_client = None

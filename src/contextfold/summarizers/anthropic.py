@@ -22,22 +22,18 @@ writes.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import Any
 
-from contextfold.errors import ContextfoldError
 from contextfold.prompts import PromptSet, build_cache_aligned_messages, build_isolated_prompt
 from contextfold.summarizers._http_common import (
     Finish,
-    ProviderSummarizer,
+    SDKSummarizer,
     StreamAccumulator,
     as_int,
     clamp_tokens,
-    ensure_installed,
     field,
     finish_result,
-    import_extra,
     request_timeout,
     tools_for_anthropic,
 )
@@ -59,7 +55,7 @@ _STOP: dict[str, Finish] = {
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 
-class AnthropicSummarizer(ProviderSummarizer):
+class AnthropicSummarizer(SDKSummarizer):
     """A summarizer backed by the ``anthropic`` SDK.
 
     Args:
@@ -91,6 +87,8 @@ class AnthropicSummarizer(ProviderSummarizer):
     """
 
     provider = "anthropic"
+    sdk = ("anthropic", "AnthropicSummarizer", "anthropic")
+    client_classes = ("Anthropic", "AsyncAnthropic")
 
     def __init__(
         self,
@@ -110,10 +108,7 @@ class AnthropicSummarizer(ProviderSummarizer):
         tool_result_limit: int = 2000,
         cache_breakpoint: bool = True,
     ) -> None:
-        if client is None or async_client is None:
-            ensure_installed("anthropic", "AnthropicSummarizer", "anthropic")
-        if client is not None and type(client).__name__.startswith("Async"):
-            client, async_client = None, async_client or client
+        self._init_clients(client, async_client)
         self.model = model
         self.max_output_tokens = max_output_tokens
         self.base_url = base_url
@@ -126,73 +121,20 @@ class AnthropicSummarizer(ProviderSummarizer):
         self.extra_body = dict(extra_body) if extra_body else None
         self.tool_result_limit = tool_result_limit
         self.cache_breakpoint = cache_breakpoint
-        self._client = client
-        self._async_client = async_client
-        self._owned: list[Any] = []
-        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"AnthropicSummarizer(model={self.model!r}, stream={self.stream})"
 
     # -- clients -----------------------------------------------------------------------
 
-    def _client_settings(self, other: Any) -> dict[str, Any]:
-        if other is not None:
-            # Mirror the client the caller gave us, so sync and async talk to the same server.
-            if type(other).__name__ not in ("Anthropic", "AsyncAnthropic"):
-                raise ContextfoldError(
-                    f"cannot derive a twin of a {type(other).__name__} client; "
-                    "pass both client= and async_client="
-                )
-            return {
-                "base_url": str(other.base_url),
-                "api_key": other.api_key,
-                "auth_token": getattr(other, "auth_token", None),
-                "max_retries": other.max_retries,
-                "timeout": other.timeout,
-            }
-        settings: dict[str, Any] = {}
-        if self.base_url is not None:
-            settings["base_url"] = self.base_url
-        if self.api_key is not None:
-            settings["api_key"] = self.api_key
-        if self.timeout is not None:
-            settings["timeout"] = self.timeout
-        if self.max_retries is not None:
-            settings["max_retries"] = self.max_retries
-        return settings
-
-    def _sync_client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                sdk = import_extra("anthropic", "AnthropicSummarizer", "anthropic")
-                self._client = sdk.Anthropic(**self._client_settings(self._async_client))
-                self._owned.append(self._client)
-            return self._client
-
-    def _async_client_(self) -> Any:
-        with self._lock:
-            if self._async_client is None:
-                sdk = import_extra("anthropic", "AnthropicSummarizer", "anthropic")
-                self._async_client = sdk.AsyncAnthropic(**self._client_settings(self._client))
-                self._owned.append(self._async_client)
-            return self._async_client
-
-    def close(self) -> None:
-        """Close the sync client this summarizer created (clients passed in are left open)."""
-        for owned in list(self._owned):
-            if owned is self._client:
-                owned.close()
-                self._owned.remove(owned)
-                self._client = None
-
-    async def aclose(self) -> None:
-        """Close every client this summarizer created (clients passed in are left open)."""
-        self.close()
-        for owned in list(self._owned):
-            await owned.close()
-            self._owned.remove(owned)
-            self._async_client = None
+    def _mirror_settings(self, other: Any) -> dict[str, Any]:
+        return {
+            "base_url": str(other.base_url),
+            "api_key": other.api_key,
+            "auth_token": getattr(other, "auth_token", None),
+            "max_retries": other.max_retries,
+            "timeout": other.timeout,
+        }
 
     # -- request -----------------------------------------------------------------------
 

@@ -23,7 +23,6 @@ one), so the provider serves the replayed prefix from cache.
 from __future__ import annotations
 
 import re
-import threading
 import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -32,14 +31,12 @@ from contextfold.errors import ContextfoldError
 from contextfold.prompts import PromptSet, build_cache_aligned_messages, build_isolated_prompt
 from contextfold.summarizers._http_common import (
     Finish,
-    ProviderSummarizer,
+    SDKSummarizer,
     StreamAccumulator,
     as_int,
     clamp_tokens,
-    ensure_installed,
     field,
     finish_result,
-    import_extra,
     request_timeout,
     tools_for_openai_chat,
     tools_for_openai_responses,
@@ -60,7 +57,7 @@ _CHAT_FINISH: dict[str, Finish] = {
 }
 
 
-class OpenAISummarizer(ProviderSummarizer):
+class OpenAISummarizer(SDKSummarizer):
     """A summarizer backed by the ``openai`` SDK (Chat Completions or Responses API).
 
     Args:
@@ -100,6 +97,8 @@ class OpenAISummarizer(ProviderSummarizer):
     """
 
     provider = "openai"
+    sdk = ("openai", "OpenAISummarizer", "openai")
+    client_classes = ("OpenAI", "AsyncOpenAI")
 
     def __init__(
         self,
@@ -124,10 +123,7 @@ class OpenAISummarizer(ProviderSummarizer):
     ) -> None:
         if api not in ("chat", "responses"):
             raise ContextfoldError(f"api must be 'chat' or 'responses', not {api!r}")
-        if client is None or async_client is None:
-            ensure_installed("openai", "OpenAISummarizer", "openai")
-        if client is not None and _is_async_client(client):
-            client, async_client = None, async_client or client
+        self._init_clients(client, async_client)
         self.model = model
         self.api = api
         self.base_url = base_url
@@ -143,73 +139,21 @@ class OpenAISummarizer(ProviderSummarizer):
         self.isolate_cache = isolate_cache
         self.cache_key = cache_key
         self.tool_result_limit = tool_result_limit
-        self._client = client
-        self._async_client = async_client
-        self._owned: list[Any] = []
-        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"OpenAISummarizer(model={self.model!r}, api={self.api!r}, stream={self.stream})"
 
     # -- clients -----------------------------------------------------------------------
 
-    def _client_settings(self, other: Any) -> dict[str, Any]:
-        settings: dict[str, Any] = {}
-        if other is not None:
-            # Mirror the client the caller gave us, so sync and async talk to the same server.
-            if type(other).__name__ not in ("OpenAI", "AsyncOpenAI"):
-                raise ContextfoldError(
-                    f"cannot derive a twin of a {type(other).__name__} client; "
-                    "pass both client= and async_client="
-                )
-            settings["base_url"] = str(other.base_url)
-            settings["api_key"] = other.api_key
-            settings["organization"] = other.organization
-            settings["project"] = other.project
-            settings["max_retries"] = other.max_retries
-            settings["timeout"] = other.timeout
-            return settings
-        if self.base_url is not None:
-            settings["base_url"] = self.base_url
-        if self.api_key is not None:
-            settings["api_key"] = self.api_key
-        if self.timeout is not None:
-            settings["timeout"] = self.timeout
-        if self.max_retries is not None:
-            settings["max_retries"] = self.max_retries
-        return settings
-
-    def _sync_client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                openai = import_extra("openai", "OpenAISummarizer", "openai")
-                self._client = openai.OpenAI(**self._client_settings(self._async_client))
-                self._owned.append(self._client)
-            return self._client
-
-    def _async_client_(self) -> Any:
-        with self._lock:
-            if self._async_client is None:
-                openai = import_extra("openai", "OpenAISummarizer", "openai")
-                self._async_client = openai.AsyncOpenAI(**self._client_settings(self._client))
-                self._owned.append(self._async_client)
-            return self._async_client
-
-    def close(self) -> None:
-        """Close the sync client this summarizer created (clients passed in are left open)."""
-        for owned in list(self._owned):
-            if not _is_async_client(owned):
-                owned.close()
-                self._owned.remove(owned)
-                self._client = None
-
-    async def aclose(self) -> None:
-        """Close every client this summarizer created (clients passed in are left open)."""
-        self.close()
-        for owned in list(self._owned):
-            await owned.close()
-            self._owned.remove(owned)
-            self._async_client = None
+    def _mirror_settings(self, other: Any) -> dict[str, Any]:
+        return {
+            "base_url": str(other.base_url),
+            "api_key": other.api_key,
+            "organization": other.organization,
+            "project": other.project,
+            "max_retries": other.max_retries,
+            "timeout": other.timeout,
+        }
 
     # -- request -----------------------------------------------------------------------
 
@@ -306,10 +250,6 @@ class OpenAISummarizer(ProviderSummarizer):
         if self.api == "chat":
             return _ChatStream(self.model)
         return _ResponsesStream(self.model)
-
-
-def _is_async_client(client: Any) -> bool:
-    return type(client).__name__.startswith("Async")
 
 
 # -- Chat Completions ---------------------------------------------------------------------
