@@ -22,7 +22,7 @@ import importlib.util
 import inspect
 import json
 import threading
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar
 
 from contextfold.errors import ContextfoldError, MissingExtraError
@@ -306,66 +306,64 @@ def _function_fields(tool: Mapping[str, Any]) -> tuple[str, str | None, Any] | N
     return None
 
 
-def tools_for_openai_chat(tools: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Tool schemas in Chat Completions shape (``{"type": "function", "function": ...}``)."""
+def _convert_tools(
+    tools: Iterable[Mapping[str, Any]],
+    *,
+    native: Callable[[Mapping[str, Any]], bool],
+    build: Callable[[dict[str, Any]], dict[str, Any]],
+    schema_key: str,
+) -> list[dict[str, Any]]:
+    """Tool schemas in one provider's shape.
+
+    A tool that is ``native`` already, or in no shape we know, is copied as it is; any
+    other is rebuilt: ``build`` wraps ``{"name", "description" (if any), schema_key}``.
+    """
     out: list[dict[str, Any]] = []
     for tool in tools:
-        if tool.get("type") == "function" and isinstance(tool.get("function"), Mapping):
-            out.append(dict(tool))
-            continue
-        found = _function_fields(tool)
+        found = None if native(tool) else _function_fields(tool)
         if found is None:
             out.append(dict(tool))
             continue
         name, description, schema = found
-        fn: dict[str, Any] = {"name": name}
+        fields: dict[str, Any] = {"name": name}
         if description is not None:
-            fn["description"] = description
-        fn["parameters"] = schema if schema is not None else {"type": "object", "properties": {}}
-        out.append({"type": "function", "function": fn})
+            fields["description"] = description
+        fields[schema_key] = schema if schema is not None else {"type": "object", "properties": {}}
+        out.append(build(fields))
     return out
+
+
+def tools_for_openai_chat(tools: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Tool schemas in Chat Completions shape (``{"type": "function", "function": ...}``)."""
+    return _convert_tools(
+        tools,
+        native=lambda t: t.get("type") == "function" and isinstance(t.get("function"), Mapping),
+        build=lambda fields: {"type": "function", "function": fields},
+        schema_key="parameters",
+    )
 
 
 def tools_for_openai_responses(tools: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Tool schemas in Responses shape (``{"type": "function", "name": ..., ...}``)."""
-    out: list[dict[str, Any]] = []
-    for tool in tools:
-        if tool.get("type") == "function" and "name" in tool:
-            out.append(dict(tool))
-            continue
-        found = _function_fields(tool)
-        if found is None:
-            out.append(dict(tool))
-            continue
-        name, description, schema = found
-        item: dict[str, Any] = {"type": "function", "name": name}
-        if description is not None:
-            item["description"] = description
-        item["parameters"] = schema if schema is not None else {"type": "object", "properties": {}}
-        out.append(item)
-    return out
+    return _convert_tools(
+        tools,
+        native=lambda t: t.get("type") == "function" and "name" in t,
+        build=lambda fields: {"type": "function", **fields},
+        schema_key="parameters",
+    )
 
 
 def tools_for_anthropic(tools: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Tool schemas in Anthropic shape (``{"name", "description", "input_schema"}``)."""
-    out: list[dict[str, Any]] = []
-    for tool in tools:
-        if "input_schema" in tool or (tool.get("type") not in (None, "function")):
-            out.append(dict(tool))  # already Anthropic's, or a server tool
-            continue
-        found = _function_fields(tool)
-        if found is None:
-            out.append(dict(tool))
-            continue
-        name, description, schema = found
-        item: dict[str, Any] = {"name": name}
-        if description is not None:
-            item["description"] = description
-        item["input_schema"] = (
-            schema if schema is not None else {"type": "object", "properties": {}}
-        )
-        out.append(item)
-    return out
+    """Tool schemas in Anthropic shape (``{"name", "description", "input_schema"}``).
+
+    A tool already in that shape, or a server tool (any other ``type``), is kept as it is.
+    """
+    return _convert_tools(
+        tools,
+        native=lambda t: "input_schema" in t or t.get("type") not in (None, "function"),
+        build=lambda fields: fields,
+        schema_key="input_schema",
+    )
 
 
 def field(obj: Any, name: str, default: Any = None) -> Any:
