@@ -48,6 +48,7 @@ __all__ = [
     "guard_async",
     "import_extra",
     "is_async_client",
+    "not_an_answer",
     "request_timeout",
     "tools_for_anthropic",
     "tools_for_openai_chat",
@@ -366,6 +367,20 @@ def tools_for_anthropic(tools: Iterable[Mapping[str, Any]]) -> list[dict[str, An
     )
 
 
+def not_an_answer(
+    response: Any, expected: str, *, provider: str, model: str | None
+) -> SummarizationResult:
+    """The failure for a 200 answer that is not what the API returns (a proxy's error page).
+
+    The reason quotes the start of the text (or names the type) so the cause can be seen.
+    """
+    preview = response if isinstance(response, str) else type(response).__name__
+    preview = " ".join(str(preview).split())[:120]
+    return SummarizationResult.failure(
+        f"{provider}: the server's answer is not a {expected}: {preview!r}", "error", model=model
+    )
+
+
 def field(obj: Any, name: str, default: Any = None) -> Any:
     """``obj.name`` for SDK models, ``obj[name]`` for dicts; ``default`` when absent."""
     if obj is None:
@@ -626,6 +641,8 @@ class SDKSummarizer(ProviderSummarizer):
     api_key: str | None
     timeout: float | None
     max_retries: int | None
+    temperature: float | None
+    extra_body: dict[str, Any] | None
 
     def _init_clients(self, client: Any, async_client: Any) -> None:
         """Keep the clients given (fail now if one must be created and the SDK is missing)."""
@@ -637,6 +654,37 @@ class SDKSummarizer(ProviderSummarizer):
         self._async_client = async_client
         self._owned: list[Any] = []
         self._lock = threading.Lock()
+
+    @abc.abstractmethod
+    def _send(self, client: Any, request: SummaryRequest) -> Any:
+        """Make the SDK call on ``client`` (its answer, or an awaitable for an async client)."""
+
+    def _start(self, request: SummaryRequest) -> Any:
+        return self._send(self._sync_client(), request)
+
+    async def _astart(self, request: SummaryRequest) -> Any:
+        return await self._send(self._async_client_(), request)
+
+    def _stream_options(self) -> dict[str, Any]:
+        """Request fields that go with ``stream=True`` (none unless the provider needs some)."""
+        return {}
+
+    def _add_call_options(self, kwargs: dict[str, Any], request: SummaryRequest) -> None:
+        """The request fields every SDK call carries alike, added to ``kwargs`` in place.
+
+        Temperature and extra body fields when set, the stream flag, and the per-call
+        timeout that keeps the call inside the request's deadline.
+        """
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
+        if self.stream:
+            kwargs["stream"] = True
+            kwargs.update(self._stream_options())
+        timeout = request_timeout(request, self.timeout)
+        if timeout is not None:
+            kwargs["timeout"] = timeout
+        if self.extra_body:
+            kwargs["extra_body"] = dict(self.extra_body)
 
     @abc.abstractmethod
     def _mirror_settings(self, other: Any) -> dict[str, Any]:

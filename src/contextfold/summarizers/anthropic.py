@@ -34,7 +34,7 @@ from contextfold.summarizers._http_common import (
     clamp_tokens,
     field,
     finish_result,
-    request_timeout,
+    not_an_answer,
     tools_for_anthropic,
 )
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest, Usage
@@ -169,37 +169,18 @@ class AnthropicSummarizer(SDKSummarizer):
             )
             kwargs["system"] = system_text
             kwargs["messages"] = [{"role": "user", "content": user_text}]
-        if self.temperature is not None:
-            kwargs["temperature"] = self.temperature
-        if self.stream:
-            kwargs["stream"] = True
-        timeout = request_timeout(request, self.timeout)
-        if timeout is not None:
-            kwargs["timeout"] = timeout
-        if self.extra_body:
-            kwargs["extra_body"] = dict(self.extra_body)
+        self._add_call_options(kwargs, request)
         return kwargs
 
-    def _start(self, request: SummaryRequest) -> Any:
-        client = self._sync_client()
+    def _send(self, client: Any, request: SummaryRequest) -> Any:
         return client.messages.create(**self.build_request(request))
-
-    async def _astart(self, request: SummaryRequest) -> Any:
-        client = self._async_client_()
-        return await client.messages.create(**self.build_request(request))
 
     # -- answers -----------------------------------------------------------------------
 
     def _parse(self, response: Any) -> SummarizationResult:
         answered_by = field(response, "model") or self.model
         if isinstance(response, (str, bytes)) or field(response, "content") is None:
-            preview = response if isinstance(response, str) else type(response).__name__
-            preview = " ".join(str(preview).split())[:120]
-            return SummarizationResult.failure(
-                f"anthropic: the server's answer is not a message: {preview!r}",
-                "error",
-                model=answered_by,
-            )
+            return not_an_answer(response, "message", provider=self.provider, model=answered_by)
         texts: list[str] = []
         tool_called = False
         for block in field(response, "content") or []:

@@ -37,7 +37,7 @@ from contextfold.summarizers._http_common import (
     clamp_tokens,
     field,
     finish_result,
-    request_timeout,
+    not_an_answer,
     tools_for_openai_chat,
     tools_for_openai_responses,
 )
@@ -212,32 +212,18 @@ class OpenAISummarizer(SDKSummarizer):
                 official = self._is_official(client)
                 param = "max_completion_tokens" if official else "max_tokens"
             kwargs[param] = cap
-        if self.temperature is not None:
-            kwargs["temperature"] = self.temperature
-        if self.stream:
-            kwargs["stream"] = True
-            if self.api == "chat":
-                kwargs["stream_options"] = {"include_usage": True}
-        timeout = request_timeout(request, self.timeout)
-        if timeout is not None:
-            kwargs["timeout"] = timeout
-        if self.extra_body:
-            kwargs["extra_body"] = dict(self.extra_body)
+        self._add_call_options(kwargs, request)
         return kwargs
 
-    def _start(self, request: SummaryRequest) -> Any:
-        client = self._sync_client()
+    def _stream_options(self) -> dict[str, Any]:
+        # Chat Completions reports usage in a stream only when asked to.
+        return {"stream_options": {"include_usage": True}} if self.api == "chat" else {}
+
+    def _send(self, client: Any, request: SummaryRequest) -> Any:
         kwargs = self.build_request(request, client=client)
         if self.api == "chat":
             return client.chat.completions.create(**kwargs)
         return client.responses.create(**kwargs)
-
-    async def _astart(self, request: SummaryRequest) -> Any:
-        client = self._async_client_()
-        kwargs = self.build_request(request, client=client)
-        if self.api == "chat":
-            return await client.chat.completions.create(**kwargs)
-        return await client.responses.create(**kwargs)
 
     # -- answers -----------------------------------------------------------------------
 
@@ -292,7 +278,7 @@ def _parse_chat(response: Any, model: str) -> SummarizationResult:
     usage = chat_usage(field(response, "usage"))
     choices = field(response, "choices")
     if isinstance(response, (str, bytes)) or choices is None:
-        return _not_an_answer(response, "chat completion", answered_by)
+        return not_an_answer(response, "chat completion", provider="openai", model=answered_by)
     if not choices:
         return SummarizationResult.failure(
             "openai: the answer has no choices", "empty", usage=usage, model=answered_by
@@ -455,17 +441,8 @@ def _response_verdict(
 
 def _parse_response(response: Any, model: str) -> SummarizationResult:
     if isinstance(response, (str, bytes)) or field(response, "output") is None:
-        return _not_an_answer(response, "response object", model)
+        return not_an_answer(response, "response object", provider="openai", model=model)
     return _response_verdict(response, model)
-
-
-def _not_an_answer(response: Any, expected: str, model: str) -> SummarizationResult:
-    """A 200 answer that is not what the API returns (a proxy's error page, say)."""
-    preview = response if isinstance(response, str) else type(response).__name__
-    preview = " ".join(str(preview).split())[:120]
-    return SummarizationResult.failure(
-        f"openai: the server's answer is not a {expected}: {preview!r}", "error", model=model
-    )
 
 
 class _ResponsesStream:
