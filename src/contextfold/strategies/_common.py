@@ -13,7 +13,12 @@ copies or mutates the input; it only decides where to cut. The pieces:
 * :func:`check_summary` turns an unusable answer (failure, empty, not smaller) into a reason.
 * :class:`LoopGuard` stops calling a summarizer after repeated compactions that fail to get
   under budget.
-* :class:`ToolBudget` counts a request's tool schemas and reserve against ``max_tokens``.
+* :class:`ToolBudget` counts a request's tool schemas and reserve against ``max_tokens``;
+  :class:`BudgetedStrategy` builds on it and implements ``plan()`` once for the strategies
+  that fit a token budget.
+* :func:`open_plan` opens a summarizing plan: the checkpoint rule applied, the cut points,
+  the prior summary, all in a frozen :class:`PlanState` whose methods build the shared
+  results (unchanged view, sliding-window fallback, checkpoint record).
 """
 
 from __future__ import annotations
@@ -23,27 +28,39 @@ import copy
 import dataclasses
 import threading
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Generator, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import BudgetError, FormatError, PairingError
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from contextfold.strategies.base import (
+    PlanGenerator,
     StrategyResult,
+    SummaryCall,
     SummaryPlacement,
     place_summary,
     summary_id,
 )
 from contextfold.strategies.sliding import fit_window
-from contextfold.summarizers.base import SummarizationResult, Usage
+from contextfold.summarizers.base import (
+    AsyncSummarizer,
+    SummarizationResult,
+    Summarizer,
+    SummaryRequest,
+    Usage,
+)
 from contextfold.tokens.base import TokenCounter
 from contextfold.turns import prefix_length, units, validate
 
 __all__ = [
     "Assembly",
+    "BudgetedStrategy",
     "LoopGuard",
+    "PlanState",
+    "Problem",
     "ToolBudget",
     "add_usage",
     "assemble",
@@ -59,6 +76,7 @@ __all__ = [
     "locate_checkpoint",
     "make_summary_id",
     "message_chars",
+    "open_plan",
     "prepare",
     "prepare_from",
     "ranges_of",
@@ -696,3 +714,253 @@ def with_tools(stage: _S, tools: Sequence[Mapping[str, Any]], reserve_tokens: in
     if callable(changed):
         changed()
     return clone
+
+
+#: Why a summary cannot be used, as ``(reason, code)``; None when it can (see check_summary).
+Problem: TypeAlias = tuple[str, str] | None
+
+
+class BudgetedStrategy(ToolBudget, ABC):
+    """Base of the strategies that fit a token budget shared with tool schemas and reserve.
+
+    It implements :meth:`plan` once: the budget left after the tool schemas and
+    ``reserve_tokens`` goes to :meth:`_plan`, and the result's notes say what they took.
+    Subclasses set ``max_tokens`` and implement :meth:`_plan`.
+    """
+
+    max_tokens: int
+
+    def plan(
+        self,
+        messages: Sequence[Message],
+        /,
+        *,
+        counter: TokenCounter,
+        checkpoint: CheckpointRecord | None = None,
+    ) -> PlanGenerator:
+        """Build the context; yields the summary calls it needs (see the class docstring).
+
+        Raises:
+            PairingError: the history breaks the tool-pair invariant (before any call).
+            BudgetError: the tool schemas and reserve alone, or with the system prefix and
+                the newest message, exceed ``max_tokens``.
+        """
+        budget, tools = self._budget(self.max_tokens, counter)
+        result = yield from self._plan(
+            messages, counter=counter, checkpoint=checkpoint, budget=budget
+        )
+        return with_overhead_notes(result, tools, self.reserve_tokens)
+
+    @abstractmethod
+    def _plan(
+        self,
+        messages: Sequence[Message],
+        *,
+        counter: TokenCounter,
+        checkpoint: CheckpointRecord | None,
+        budget: int,
+    ) -> PlanGenerator:
+        """The plan, with ``budget`` the tokens left for the messages."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanState:
+    """What every summarizing plan starts from: the history read against its checkpoint.
+
+    Attributes:
+        history: the caller's messages (never copied).
+        name: the strategy's name (checkpoints of other names are not reused).
+        counter: the token counter of the build.
+        placement: how the strategy frames its summary.
+        budget: tokens left for the messages (None when the strategy has no token budget).
+        prefix_len: length of the system prefix.
+        covered: where the reused checkpoint's coverage ends (None without one).
+        cuts: the safe cut points from ``base_from`` on.
+        prior: the checkpoint that applies, if any.
+        base_from: where the messages not yet summarized start.
+        prior_text: the prior checkpoint's summary, stripped.
+        salt: what summary ids are derived with (the name and the prior checkpoint's id).
+        prior_sid: the message id of the prior summary in the current view.
+    """
+
+    history: Sequence[Message]
+    name: str
+    counter: TokenCounter
+    placement: SummaryPlacement
+    budget: int | None
+    prefix_len: int
+    covered: int | None
+    cuts: list[int]
+    prior: CheckpointRecord | None
+    base_from: int
+    prior_text: str | None
+    salt: str
+    prior_sid: str
+
+    def view(self) -> Assembly:
+        """``prefix + [prior summary] + every message after it``, untrimmed."""
+        view = assemble(
+            self.history,
+            self.prefix_len,
+            summary=self.prior_text,
+            placement=self.placement,
+            summary_msg_id=self.prior_sid,
+            tail_from=self.base_from,
+            cuts=self.cuts,
+            counter=self.counter,
+            max_tokens=None,
+        )
+        assert view is not None  # no budget given: never trimmed
+        return view
+
+    def result(self, asm: Assembly, **fields: Any) -> StrategyResult:
+        """:func:`build_result` for this plan; ``fields`` are its keyword arguments."""
+        return build_result(
+            self.name, self.history, self.counter, asm, prefix_len=self.prefix_len, **fields
+        )
+
+    def unchanged(
+        self, view: Assembly, note: str, *, known_tokens_before: int | None = None
+    ) -> StrategyResult:
+        """The result when ``view`` is sent as it is (the prior checkpoint, if any, reused)."""
+        return self.result(
+            view,
+            covered_end=self.covered,
+            reused=self.prior,
+            notes=[note],
+            known_tokens_before=known_tokens_before,
+        )
+
+    def trimmed(self) -> tuple[Assembly, bool]:
+        """The sliding window within ``budget``, on top of the prior summary when it fits.
+
+        Returns the assembly and whether the prior summary was kept (see :func:`trim_view`).
+        """
+        assert self.budget is not None  # only strategies with a token budget trim
+        return trim_view(
+            self.history,
+            self.prefix_len,
+            summary=self.prior_text,
+            placement=self.placement,
+            summary_msg_id=self.prior_sid,
+            tail_from=self.base_from,
+            cuts=self.cuts,
+            counter=self.counter,
+            max_tokens=self.budget,
+        )
+
+    def trimmed_result(self, asm: Assembly, with_prior: bool, **fields: Any) -> StrategyResult:
+        """The result for ``asm``, which carries the prior summary when ``with_prior``."""
+        return self.result(
+            asm,
+            covered_end=self.covered if with_prior else None,
+            reused=self.prior if with_prior else None,
+            **fields,
+        )
+
+    def fallback(
+        self,
+        reason: str,
+        code: str | None,
+        *,
+        usage: Usage | None = None,
+        calls: int = 0,
+        notes: Sequence[str] = (),
+        kept: str = "summary",
+    ) -> StrategyResult:
+        """The sliding-window fallback, saying why; ``kept`` names what the prior summary is."""
+        asm, with_prior = self.trimmed()
+        how = (
+            f"kept the previous {kept} and trimmed the newer messages with the sliding window"
+            if with_prior
+            else "trimmed with the sliding window"
+        )
+        return self.trimmed_result(
+            asm,
+            with_prior,
+            fallback=reason,
+            failure_code=code,
+            usage=usage,
+            calls=calls,
+            notes=[*notes, f"fell back: {reason}; {how}"],
+        )
+
+    def replaced_tokens(self, end: int) -> int:
+        """Tokens a summary covering up to ``end`` replaces: the new span and prior summary."""
+        replaced = self.counter.count_messages(self.history[self.base_from : end])
+        if self.prior_text is not None:
+            replaced += summary_message_tokens(self.prior_text, self.placement, self.counter)
+        return replaced
+
+    def summarize(
+        self, summarizer: Summarizer | AsyncSummarizer, request: SummaryRequest, *, end: int
+    ) -> Generator[SummaryCall, SummarizationResult, tuple[SummarizationResult, Usage, Problem]]:
+        """Ask for one summary covering up to ``end``; returns it, its usage and any problem.
+
+        The problem (see :func:`check_summary`) is None when the summary can be used.
+        """
+        replaced = self.replaced_tokens(end)
+        result = yield SummaryCall(summarizer, request)
+        usage = add_usage(Usage(), result)
+        problem = check_summary(
+            result, replaced_tokens=replaced, placement=self.placement, counter=self.counter
+        )
+        return result, usage, problem
+
+    def record(self, summary: str, end: int, asm: Assembly, **fields: Any) -> CheckpointRecord:
+        """The checkpoint for ``summary`` covering up to ``end``, built into ``asm``."""
+        history = self.history
+        tail = asm.tail_start
+        return CheckpointRecord(
+            summary=summary,
+            last_covered_id=history[end - 1].id,
+            first_kept_id=history[tail].id if tail < len(history) else None,
+            strategy=self.name,
+            previous_id=self.prior.id if self.prior is not None else None,
+            tokens_after=asm.tokens,
+            **fields,
+        )
+
+
+def open_plan(
+    history: Sequence[Message],
+    checkpoint: CheckpointRecord | None,
+    *,
+    name: str,
+    counter: TokenCounter,
+    placement: SummaryPlacement,
+    max_tokens: int | None = None,
+    budget: int | None = None,
+) -> PlanState:
+    """Validate ``history``, apply the checkpoint rule and gather what a plan starts from.
+
+    With ``max_tokens``, :func:`require_fit` checks before any summarizer call that the
+    prefix and the newest unit fit next to what ``max_tokens - budget`` reserves.
+
+    Raises:
+        PairingError: the checked part of the history breaks the pairing invariant.
+        BudgetError: the prefix and the newest unit cannot fit.
+    """
+    p, covered = prepare_from(history, checkpoint, name)
+    cuts = cut_points(history, p if covered is None else covered)
+    if max_tokens is not None:
+        reserved = max_tokens - (budget if budget is not None else max_tokens)
+        require_fit(history, p, cuts, counter, max_tokens, reserved=reserved)
+    prior = checkpoint if covered is not None else None
+    base_from = covered if covered is not None else p
+    salt = name + (prior.id if prior is not None else "")
+    return PlanState(
+        history=history,
+        name=name,
+        counter=counter,
+        placement=placement,
+        budget=budget,
+        prefix_len=p,
+        covered=covered,
+        cuts=cuts,
+        prior=prior,
+        base_from=base_from,
+        prior_text=prior.summary.strip() if prior is not None else None,
+        salt=salt,
+        prior_sid=make_summary_id(history, p, base_from, salt),
+    )

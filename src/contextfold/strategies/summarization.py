@@ -22,38 +22,28 @@ from typing import Any
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message
 from contextfold.strategies._common import (
+    BudgetedStrategy,
     LoopGuard,
-    ToolBudget,
-    add_usage,
     assemble,
-    build_result,
     cap_output,
     check_option,
-    check_summary,
-    cut_points,
     deadline_from,
     make_summary_id,
-    prepare_from,
+    open_plan,
     recent_start,
-    require_fit,
-    summary_message_tokens,
     summary_room,
-    trim_view,
-    with_overhead_notes,
 )
 from contextfold.strategies.base import (
     PlanGenerator,
-    StrategyResult,
-    SummaryCall,
     SummaryPlacement,
 )
-from contextfold.summarizers.base import AsyncSummarizer, Summarizer, SummaryRequest, Usage
+from contextfold.summarizers.base import AsyncSummarizer, Summarizer, SummaryRequest
 from contextfold.tokens.base import TokenCounter
 
 __all__ = ["Summarization"]
 
 
-class Summarization(ToolBudget):
+class Summarization(BudgetedStrategy):
     """Summarize everything older than the newest ``keep_recent`` messages, once needed.
 
     Args:
@@ -111,27 +101,6 @@ class Summarization(ToolBudget):
     def __repr__(self) -> str:
         return f"Summarization(max_tokens={self.max_tokens}, keep_recent={self.keep_recent})"
 
-    def plan(
-        self,
-        messages: Sequence[Message],
-        /,
-        *,
-        counter: TokenCounter,
-        checkpoint: CheckpointRecord | None = None,
-    ) -> PlanGenerator:
-        """Build the context; yields at most one summary call. See the class docstring.
-
-        Raises:
-            PairingError: the history breaks the tool-pair invariant (before any call).
-            BudgetError: the tool schemas and reserve alone, or with the system prefix and
-                the newest message, exceed ``max_tokens``.
-        """
-        budget, tools = self._budget(self.max_tokens, counter)
-        result = yield from self._plan(
-            messages, counter=counter, checkpoint=checkpoint, budget=budget
-        )
-        return with_overhead_notes(result, tools, self.reserve_tokens)
-
     def _plan(
         self,
         messages: Sequence[Message],
@@ -140,127 +109,52 @@ class Summarization(ToolBudget):
         checkpoint: CheckpointRecord | None,
         budget: int,
     ) -> PlanGenerator:
-        """The plan, with ``budget`` the tokens left for the messages."""
-        history = messages
-        n = len(history)
-        name = self.name
-        placement = self.placement
-        p, covered = prepare_from(history, checkpoint, name)
-        cuts = cut_points(history, p if covered is None else covered)
-        require_fit(history, p, cuts, counter, self.max_tokens, reserved=self.max_tokens - budget)
-        prior = checkpoint if covered is not None else None
-        base_from = covered if covered is not None else p
-        prior_text = prior.summary.strip() if prior is not None else None
-        prior_sid = make_summary_id(history, p, base_from, name + (prior.id if prior else ""))
-
-        view = assemble(
-            history,
-            p,
-            summary=prior_text,
-            placement=placement,
-            summary_msg_id=prior_sid,
-            tail_from=base_from,
-            cuts=cuts,
+        """The plan (at most one summary call), with ``budget`` the tokens left for messages."""
+        st = open_plan(
+            messages,
+            checkpoint,
+            name=self.name,
             counter=counter,
-            max_tokens=None,
+            placement=self.placement,
+            max_tokens=self.max_tokens,
+            budget=budget,
         )
-        assert view is not None  # no budget given: never trimmed
+        history, p, n = messages, st.prefix_len, len(messages)
+        prior, base_from = st.prior, st.base_from
+        view = st.view()
         if view.tokens <= budget:
             self.guard.succeeded()  # no pressure: a tripped guard may try again next time
-            note = (
+            return st.unchanged(
+                view,
                 "reused the checkpoint: summary and newer messages fit the budget"
                 if prior is not None
-                else "the history fits the budget"
-            )
-            return build_result(
-                name,
-                history,
-                counter,
-                view,
-                prefix_len=p,
-                covered_end=covered,
-                reused=prior,
-                notes=[note],
+                else "the history fits the budget",
             )
 
-        def fallback(
-            reason: str,
-            code: str | None,
-            *,
-            usage: Usage | None = None,
-            calls: int = 0,
-            notes: Sequence[str] = (),
-        ) -> StrategyResult:
-            asm, with_summary = trim_view(
-                history,
-                p,
-                summary=prior_text,
-                placement=placement,
-                summary_msg_id=prior_sid,
-                tail_from=base_from,
-                cuts=cuts,
-                counter=counter,
-                max_tokens=budget,
-            )
-            how = (
-                "kept the previous summary and trimmed the newer messages with the sliding window"
-                if with_summary
-                else "trimmed with the sliding window"
-            )
-            return build_result(
-                name,
-                history,
-                counter,
-                asm,
-                prefix_len=p,
-                covered_end=covered if with_summary else None,
-                reused=prior if with_summary else None,
-                fallback=reason,
-                failure_code=code,
-                usage=usage,
-                calls=calls,
-                notes=[*notes, f"fell back: {reason}; {how}"],
-            )
-
-        k = recent_start(cuts, base_from, n, self.keep_recent)
+        k = recent_start(st.cuts, base_from, n, self.keep_recent)
         if k <= base_from:
-            asm, with_summary = trim_view(
-                history,
-                p,
-                summary=prior_text,
-                placement=placement,
-                summary_msg_id=prior_sid,
-                tail_from=base_from,
-                cuts=cuts,
-                counter=counter,
-                max_tokens=budget,
-            )
-            return build_result(
-                name,
-                history,
-                counter,
+            asm, with_summary = st.trimmed()
+            return st.trimmed_result(
                 asm,
-                prefix_len=p,
-                covered_end=covered if with_summary else None,
-                reused=prior if with_summary else None,
+                with_summary,
                 notes=[
                     "nothing older than the recent messages to summarize; "
                     "trimmed with the sliding window"
                 ],
             )
         if self.guard.tripped:
-            return fallback(self.guard.describe(), None)
+            return st.fallback(self.guard.describe(), None)
 
         max_output = cap_output(
             self.max_output_tokens,
-            summary_room(history, p, cuts, counter, budget, placement),
+            summary_room(history, p, st.cuts, counter, budget, st.placement),
         )
         span = tuple(history[p:k])
-        found = covered is not None and covered > p
+        found = st.covered is not None and st.covered > p
         if prior is not None and not found:
             request = SummaryRequest(
                 span,
-                previous_summary=prior_text,
+                previous_summary=st.prior_text,
                 kind="update",
                 instructions=self.instructions,
                 max_output_tokens=max_output,
@@ -274,35 +168,27 @@ class Summarization(ToolBudget):
                 max_output_tokens=max_output,
                 deadline=deadline_from(self.deadline_s),
             )
-        replaced = counter.count_messages(history[base_from:k])
-        if prior_text is not None:
-            replaced += summary_message_tokens(prior_text, placement, counter)
-        result = yield SummaryCall(self.summarizer, request)
-        usage = add_usage(Usage(), result)
-        problem = check_summary(
-            result, replaced_tokens=replaced, placement=placement, counter=counter
-        )
+        result, usage, problem = yield from st.summarize(self.summarizer, request, end=k)
         if problem is not None:
             self.guard.failed()
             reason, code = problem
-            return fallback(reason, code, usage=usage, calls=1)
+            return st.fallback(reason, code, usage=usage, calls=1)
 
         text = result.text.strip()
-        sid = make_summary_id(history, p, k, name)
         built = assemble(
             history,
             p,
             summary=text,
-            placement=placement,
-            summary_msg_id=sid,
+            placement=st.placement,
+            summary_msg_id=make_summary_id(history, p, k, st.name),
             tail_from=k,
-            cuts=cuts,
+            cuts=st.cuts,
             counter=counter,
             max_tokens=budget,
         )
         if built is None:
             self.guard.failed()
-            return fallback(
+            return st.fallback(
                 "the new summary and the newest message do not fit the budget together",
                 None,
                 usage=usage,
@@ -321,31 +207,17 @@ class Summarization(ToolBudget):
         details: dict[str, object] = {"covered_messages": k - p, "mode": request.kind}
         if result.details:
             details["summarizer"] = dict(result.details)
-        record = CheckpointRecord(
-            summary=text,
-            last_covered_id=history[k - 1].id,
-            first_kept_id=history[asm.tail_start].id if asm.tail_start < n else None,
-            strategy=name,
-            previous_id=prior.id if prior is not None else None,
+        record = st.record(
+            text,
+            k,
+            asm,
             model=result.model,
             prompt_hash=_prompt_hash(result.details),
             tokens_before=view.tokens,
-            tokens_after=asm.tokens,
             usage=result.usage,
             details=details,
         )
-        return build_result(
-            name,
-            history,
-            counter,
-            asm,
-            prefix_len=p,
-            covered_end=k,
-            checkpoint=record,
-            usage=usage,
-            calls=1,
-            notes=notes,
-        )
+        return st.result(asm, covered_end=k, checkpoint=record, usage=usage, calls=1, notes=notes)
 
 
 def _prompt_hash(details: Mapping[str, Any]) -> str | None:
