@@ -23,7 +23,7 @@ import inspect
 import json
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar
 
 from contextfold.errors import ContextfoldError, MissingExtraError
 from contextfold.summarizers.base import (
@@ -33,6 +33,9 @@ from contextfold.summarizers.base import (
     Usage,
     precheck,
 )
+
+if TYPE_CHECKING:
+    from contextfold.prompts import PromptSet
 
 __all__ = [
     "Finish",
@@ -637,19 +640,43 @@ class SDKSummarizer(ProviderSummarizer):
     #: The names of the SDK's sync and async client classes.
     client_classes: ClassVar[tuple[str, str]]
 
-    base_url: str | None
-    api_key: str | None
-    timeout: float | None
-    max_retries: int | None
-    temperature: float | None
-    extra_body: dict[str, Any] | None
+    def __init__(
+        self,
+        client: Any,
+        *,
+        async_client: Any,
+        model: str,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: float | None,
+        max_retries: int | None,
+        max_output_tokens: int | None,
+        temperature: float | None,
+        extra_body: Mapping[str, Any] | None,
+        stream: bool,
+        prompts: PromptSet | None,
+        tool_result_limit: int,
+    ) -> None:
+        """Keep the settings every SDK adapter has and the clients given.
 
-    def _init_clients(self, client: Any, async_client: Any) -> None:
-        """Keep the clients given (fail now if one must be created and the SDK is missing)."""
+        Fails now (not on the first call) when a client must be created later and the SDK
+        is not installed.
+        """
         if client is None or async_client is None:
             ensure_installed(*self.sdk)
         if client is not None and is_async_client(client):
             client, async_client = None, async_client or client
+        self.model = model
+        self.base_url = base_url
+        self.api_key = api_key
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.max_output_tokens = max_output_tokens
+        self.temperature = temperature
+        self.extra_body = dict(extra_body) if extra_body else None
+        self.stream = stream
+        self.prompts = prompts
+        self.tool_result_limit = tool_result_limit
         self._client = client
         self._async_client = async_client
         self._owned: list[Any] = []

@@ -108,18 +108,21 @@ class AnthropicSummarizer(SDKSummarizer):
         tool_result_limit: int = 2000,
         cache_breakpoint: bool = True,
     ) -> None:
-        self._init_clients(client, async_client)
-        self.model = model
-        self.max_output_tokens = max_output_tokens
-        self.base_url = base_url
-        self.api_key = api_key
-        self.timeout = timeout
-        self.stream = stream
-        self.max_retries = max_retries
-        self.temperature = temperature
-        self.prompts = prompts
-        self.extra_body = dict(extra_body) if extra_body else None
-        self.tool_result_limit = tool_result_limit
+        super().__init__(
+            client,
+            async_client=async_client,
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            max_output_tokens=max_output_tokens,
+            temperature=temperature,
+            extra_body=extra_body,
+            stream=stream,
+            prompts=prompts,
+            tool_result_limit=tool_result_limit,
+        )
         self.cache_breakpoint = cache_breakpoint
 
     def __repr__(self) -> str:

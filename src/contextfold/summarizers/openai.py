@@ -123,22 +123,25 @@ class OpenAISummarizer(SDKSummarizer):
     ) -> None:
         if api not in ("chat", "responses"):
             raise ContextfoldError(f"api must be 'chat' or 'responses', not {api!r}")
-        self._init_clients(client, async_client)
-        self.model = model
+        super().__init__(
+            client,
+            async_client=async_client,
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            max_output_tokens=max_output_tokens,
+            temperature=temperature,
+            extra_body=extra_body,
+            stream=stream,
+            prompts=prompts,
+            tool_result_limit=tool_result_limit,
+        )
         self.api = api
-        self.base_url = base_url
-        self.api_key = api_key
-        self.max_output_tokens = max_output_tokens
-        self.temperature = temperature
-        self.timeout = timeout
-        self.extra_body = dict(extra_body) if extra_body else None
-        self.stream = stream
-        self.max_retries = max_retries
-        self.prompts = prompts
         self.max_tokens_param = max_tokens_param
         self.isolate_cache = isolate_cache
         self.cache_key = cache_key
-        self.tool_result_limit = tool_result_limit
 
     def __repr__(self) -> str:
         return f"OpenAISummarizer(model={self.model!r}, api={self.api!r}, stream={self.stream})"
