@@ -47,21 +47,17 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ContextfoldError
 from contextfold.messages import Message, TextPart
 from contextfold.strategies._common import (
+    BudgetedStrategy,
     LoopGuard,
-    ToolBudget,
+    PlanState,
     add_usage,
     assemble,
-    build_result,
     check_summary,
-    cut_points,
     deadline_from,
     fit_tail,
     make_summary_id,
-    prepare_from,
-    require_fit,
+    open_plan,
     summary_message_tokens,
-    trim_view,
-    with_overhead_notes,
 )
 from contextfold.strategies.base import (
     PlanGenerator,
@@ -100,7 +96,7 @@ _SPLIT_JOIN = f"\n\n---\n\n{_TURN_HEADER}\n\n"
 _MIN_OUTPUT = 64
 
 
-class Checkpoint(ToolBudget):
+class Checkpoint(BudgetedStrategy):
     """Fold older messages into one structured, reusable checkpoint when over budget.
 
     Args:
@@ -238,27 +234,6 @@ class Checkpoint(ToolBudget):
             details=dict(details),
         )
 
-    def plan(
-        self,
-        messages: Sequence[Message],
-        /,
-        *,
-        counter: TokenCounter,
-        checkpoint: CheckpointRecord | None = None,
-    ) -> PlanGenerator:
-        """Build the context; yields up to two summary calls (checkpoint, split-turn prefix).
-
-        Raises:
-            PairingError: the history breaks the tool-pair invariant (before any call).
-            BudgetError: the tool schemas and reserve alone, or with the system prefix and
-                the newest message, exceed ``max_tokens``.
-        """
-        budget, tools = self._budget(self.max_tokens, counter)
-        result = yield from self._plan(
-            messages, counter=counter, checkpoint=checkpoint, budget=budget
-        )
-        return with_overhead_notes(result, tools, self.reserve_tokens)
-
     def _plan(
         self,
         messages: Sequence[Message],
@@ -267,97 +242,42 @@ class Checkpoint(ToolBudget):
         checkpoint: CheckpointRecord | None,
         budget: int,
     ) -> PlanGenerator:
-        """The plan, with ``budget`` the tokens left for the messages."""
-        history = messages
-        n = len(history)
-        name = self.name
-        placement = self.placement
-        # Only the prefix and what follows the checkpoint are validated and cut: the covered
-        # part was checked when the checkpoint was made.
-        p, covered = prepare_from(history, checkpoint, name)
-        cuts = cut_points(history, p if covered is None else covered)
-        require_fit(history, p, cuts, counter, self.max_tokens, reserved=self.max_tokens - budget)
-        prior = checkpoint if covered is not None else None
-        base_from = covered if covered is not None else p
-        prior_text = prior.summary.strip() if prior is not None else None
-        prior_sid = make_summary_id(history, p, base_from, name + (prior.id if prior else ""))
+        """The plan (up to two summary calls: checkpoint, split-turn prefix).
 
-        view = assemble(
-            history,
-            p,
-            summary=prior_text,
-            placement=placement,
-            summary_msg_id=prior_sid,
-            tail_from=base_from,
-            cuts=cuts,
+        ``budget`` is the tokens left for the messages. Only the prefix and what follows
+        the checkpoint are validated and cut: the covered part was checked when the
+        checkpoint was made.
+        """
+        st = open_plan(
+            messages,
+            checkpoint,
+            name=self.name,
             counter=counter,
-            max_tokens=None,
+            placement=self.placement,
+            max_tokens=self.max_tokens,
+            budget=budget,
         )
-        assert view is not None  # no budget given: never trimmed
+        history, p, n, cuts = messages, st.prefix_len, len(messages), st.cuts
+        placement = st.placement
+        prior, base_from, prior_text = st.prior, st.base_from, st.prior_text
+        view = st.view()
         if view.tokens <= budget:
-            note = (
+            return st.unchanged(
+                view,
                 "reused the checkpoint: it and the newer messages fit the budget"
                 if prior is not None
-                else "the history fits the budget"
-            )
-            return build_result(
-                name,
-                history,
-                counter,
-                view,
-                prefix_len=p,
-                covered_end=covered,
-                reused=prior,
-                notes=[note],
+                else "the history fits the budget",
                 known_tokens_before=None if prior is not None else view.tokens,
-            )
-
-        def fallback(
-            reason: str,
-            code: str | None,
-            *,
-            usage: Usage | None = None,
-            calls: int = 0,
-            notes: Sequence[str] = (),
-        ) -> StrategyResult:
-            asm, with_summary = trim_view(
-                history,
-                p,
-                summary=prior_text,
-                placement=placement,
-                summary_msg_id=prior_sid,
-                tail_from=base_from,
-                cuts=cuts,
-                counter=counter,
-                max_tokens=budget,
-            )
-            how = (
-                "kept the previous checkpoint and trimmed the newer messages with the sliding "
-                "window"
-                if with_summary
-                else "trimmed with the sliding window"
-            )
-            return build_result(
-                name,
-                history,
-                counter,
-                asm,
-                prefix_len=p,
-                covered_end=covered if with_summary else None,
-                reused=prior if with_summary else None,
-                fallback=reason,
-                failure_code=code,
-                usage=usage,
-                calls=calls,
-                notes=[*notes, f"fell back: {reason}; {how}"],
             )
 
         prefix_tokens = counter.count_messages(history[:p])
         k = self._tail_start(history, cuts, base_from, counter, prefix_tokens, budget)
         if k <= base_from:
-            return fallback("nothing older than the recent tail is left to fold", None)
+            return st.fallback(
+                "nothing older than the recent tail is left to fold", None, kept="checkpoint"
+            )
         if self.guard.tripped:
-            return fallback(self.guard.describe(), None)
+            return st.fallback(self.guard.describe(), None, kept="checkpoint")
 
         # Split turn: the tail starts inside a turn that began after base_from.
         turn_start = k
@@ -392,7 +312,7 @@ class Checkpoint(ToolBudget):
         prior_msgs: list[Message] = []
         if prior_text is not None:
             framed = TextPart(placement.frame(prior_text))
-            prior_msgs = [Message(placement.role, (framed,), id=prior_sid)]
+            prior_msgs = [Message(placement.role, (framed,), id=st.prior_sid)]
 
         usage = Usage()
         calls = 0
@@ -415,7 +335,7 @@ class Checkpoint(ToolBudget):
             usage = add_usage(usage, result)
             results.append(result)
             if not result.ok or not result.text.strip():
-                return self._fail(fallback, result, usage, calls)
+                return self._fail(st, result, usage, calls)
             main_text = result.text.strip()
         turn_text: str | None = None
         if split:
@@ -434,7 +354,7 @@ class Checkpoint(ToolBudget):
             usage = add_usage(usage, result)
             results.append(result)
             if not result.ok or not result.text.strip():
-                return self._fail(fallback, result, usage, calls)
+                return self._fail(st, result, usage, calls)
             turn_text = result.text.strip()
 
         for r in results:
@@ -453,19 +373,16 @@ class Checkpoint(ToolBudget):
             text = f"{_TURN_HEADER}\n\n{turn_text}"
         text = _with_file_lists(text, files_read, files_modified)
 
-        replaced = counter.count_messages(history[base_from:k])
-        if prior_text is not None:
-            replaced += summary_message_tokens(prior_text, placement, counter)
         combined = SummarizationResult.success(text)
         problem = check_summary(
-            combined, replaced_tokens=replaced, placement=placement, counter=counter
+            combined, replaced_tokens=st.replaced_tokens(k), placement=placement, counter=counter
         )
         if problem is not None:
             self.guard.failed()
             reason, code = problem
-            return fallback(reason, code, usage=usage, calls=calls)
+            return st.fallback(reason, code, usage=usage, calls=calls, kept="checkpoint")
 
-        sid = make_summary_id(history, p, k, name + (prior.id if prior else ""))
+        sid = make_summary_id(history, p, k, st.salt)
         built = assemble(
             history,
             p,
@@ -479,11 +396,12 @@ class Checkpoint(ToolBudget):
         )
         if built is None:
             self.guard.failed()
-            return fallback(
+            return st.fallback(
                 "the checkpoint and the newest message do not fit the budget together",
                 None,
                 usage=usage,
                 calls=calls,
+                kept="checkpoint",
             )
         asm = built
         notes = [f"folded {k - base_from} messages into a checkpoint ({len(text)} characters)"]
@@ -503,17 +421,14 @@ class Checkpoint(ToolBudget):
             self.guard.succeeded()
 
         model = next((r.model for r in results if r.model), None)
-        record = CheckpointRecord(
-            summary=text,
-            last_covered_id=history[k - 1].id,
-            first_kept_id=history[asm.tail_start].id if asm.tail_start < n else None,
-            strategy=name,
+        record = st.record(
+            text,
+            k,
+            asm,
             id="ckpt_" + hashlib.sha256((sid + text).encode()).hexdigest()[:24],
-            previous_id=prior.id if prior is not None else None,
             model=model,
             prompt_hash=_prompt_hash(self.summarizer),
             tokens_before=view.tokens,
-            tokens_after=asm.tokens,
             usage=usage,
             details={
                 "files_read": sorted(files_read),
@@ -523,12 +438,8 @@ class Checkpoint(ToolBudget):
                 "mode": self.mode,
             },
         )
-        return build_result(
-            name,
-            history,
-            counter,
+        return st.result(
             asm,
-            prefix_len=p,
             covered_end=k,
             checkpoint=record,
             usage=usage,
@@ -539,7 +450,7 @@ class Checkpoint(ToolBudget):
 
     def _fail(
         self,
-        fallback: Any,
+        st: PlanState,
         result: SummarizationResult,
         usage: Usage,
         calls: int,
@@ -549,8 +460,7 @@ class Checkpoint(ToolBudget):
             reason, code = "the summarizer returned an empty checkpoint", "empty"
         else:
             reason, code = result.reason or "the summarizer failed", result.code or "error"
-        out: StrategyResult = fallback(reason, code, usage=usage, calls=calls)
-        return out
+        return st.fallback(reason, code, usage=usage, calls=calls, kept="checkpoint")
 
 
 def _strs(value: Any) -> list[str]:
