@@ -737,22 +737,23 @@ class SDKSummarizer(ProviderSummarizer):
             settings["max_retries"] = self.max_retries
         return settings
 
+    def _create_client(self, class_name: str, twin: Any) -> Any:
+        """A new SDK client of ``class_name``, owned (and later closed) by this adapter."""
+        module = import_extra(*self.sdk)
+        client = getattr(module, class_name)(**self._client_settings(twin))
+        self._owned.append(client)
+        return client
+
     def _sync_client(self) -> Any:
         with self._lock:
             if self._client is None:
-                module = import_extra(*self.sdk)
-                factory = getattr(module, self.client_classes[0])
-                self._client = factory(**self._client_settings(self._async_client))
-                self._owned.append(self._client)
+                self._client = self._create_client(self.client_classes[0], self._async_client)
             return self._client
 
     def _async_client_(self) -> Any:
         with self._lock:
             if self._async_client is None:
-                module = import_extra(*self.sdk)
-                factory = getattr(module, self.client_classes[1])
-                self._async_client = factory(**self._client_settings(self._client))
-                self._owned.append(self._async_client)
+                self._async_client = self._create_client(self.client_classes[1], self._client)
             return self._async_client
 
     def close(self) -> None:
