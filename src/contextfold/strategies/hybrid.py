@@ -23,28 +23,22 @@ from typing import Any
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message
 from contextfold.strategies._common import (
+    BudgetedStrategy,
     LoopGuard,
-    ToolBudget,
     add_usage,
-    assemble,
-    build_result,
     cap_output,
     check_option,
     check_summary,
-    cut_points,
     deadline_from,
     make_summary_id,
-    prepare_from,
+    open_plan,
     recent_start,
-    require_fit,
     summary_message_tokens,
     summary_room,
     trim_view,
-    with_overhead_notes,
 )
 from contextfold.strategies.base import (
     PlanGenerator,
-    StrategyResult,
     SummaryCall,
     SummaryPlacement,
 )
@@ -54,7 +48,7 @@ from contextfold.tokens.base import TokenCounter
 __all__ = ["Hybrid"]
 
 
-class Hybrid(ToolBudget):
+class Hybrid(BudgetedStrategy):
     """A running summary extended one overflow chunk at a time, plus the recent messages.
 
     Args:
@@ -122,27 +116,6 @@ class Hybrid(ToolBudget):
             f"chunk_size={self.chunk_size})"
         )
 
-    def plan(
-        self,
-        messages: Sequence[Message],
-        /,
-        *,
-        counter: TokenCounter,
-        checkpoint: CheckpointRecord | None = None,
-    ) -> PlanGenerator:
-        """Build the context; yields one summary call per chunk. See the class docstring.
-
-        Raises:
-            PairingError: the history breaks the tool-pair invariant (before any call).
-            BudgetError: the tool schemas and reserve alone, or with the system prefix and
-                the newest message, exceed ``max_tokens``.
-        """
-        budget, tools = self._budget(self.max_tokens, counter)
-        result = yield from self._plan(
-            messages, counter=counter, checkpoint=checkpoint, budget=budget
-        )
-        return with_overhead_notes(result, tools, self.reserve_tokens)
-
     def _plan(
         self,
         messages: Sequence[Message],
@@ -151,18 +124,21 @@ class Hybrid(ToolBudget):
         checkpoint: CheckpointRecord | None,
         budget: int,
     ) -> PlanGenerator:
-        """The plan, with ``budget`` the tokens left for the messages."""
-        history = messages
-        n = len(history)
-        name = self.name
-        placement = self.placement
-        p, covered = prepare_from(history, checkpoint, name)
-        cuts = cut_points(history, p if covered is None else covered)
-        require_fit(history, p, cuts, counter, self.max_tokens, reserved=self.max_tokens - budget)
-        prior = checkpoint if covered is not None else None
-        covered_end = covered if covered is not None else p
-        running = prior.summary.strip() if prior is not None else None
-        salt = name + (prior.id if prior is not None else "")
+        """The plan (one summary call per chunk), with ``budget`` the tokens left for messages."""
+        st = open_plan(
+            messages,
+            checkpoint,
+            name=self.name,
+            counter=counter,
+            placement=self.placement,
+            max_tokens=self.max_tokens,
+            budget=budget,
+        )
+        history, p, n, cuts = messages, st.prefix_len, len(messages), st.cuts
+        name, placement, prior = st.name, st.placement, st.prior
+        covered_end = st.base_from
+        running = st.prior_text
+        salt = st.salt
 
         prefix_tokens = counter.count_messages(history[:p])
         # Tokens of ``history[covered_end:]``, kept up to date as chunks are folded.
@@ -176,33 +152,12 @@ class Hybrid(ToolBudget):
 
         before = view_tokens(running)
         if before <= budget:
-            view = assemble(
-                history,
-                p,
-                summary=running,
-                placement=placement,
-                summary_msg_id=make_summary_id(history, p, covered_end, salt),
-                tail_from=covered_end,
-                cuts=cuts,
-                counter=counter,
-                max_tokens=None,
-            )
-            assert view is not None
             self.guard.succeeded()  # no pressure: a tripped guard may try again next time
-            note = (
+            return st.unchanged(
+                st.view(),
                 "reused the running summary: it and the newer messages fit the budget"
                 if prior is not None
-                else "the history fits the budget"
-            )
-            return build_result(
-                name,
-                history,
-                counter,
-                view,
-                prefix_len=p,
-                covered_end=covered,
-                reused=prior,
-                notes=[note],
+                else "the history fits the budget",
             )
 
         limit = recent_start(cuts, covered_end, n, self.keep_recent)
@@ -261,7 +216,7 @@ class Hybrid(ToolBudget):
         if chunks:
             notes.append(
                 f"folded {chunks} chunk{'s' if chunks > 1 else ''} "
-                f"({covered_end - (covered if covered is not None else p)} messages) "
+                f"({covered_end - st.base_from} messages) "
                 "into the running summary"
             )
         if fallback is not None:
@@ -305,28 +260,21 @@ class Hybrid(ToolBudget):
             if last_details:
                 details["summarizer"] = last_details
             prompt_hash = last_details.get("prompt_hash")
-            record = CheckpointRecord(
-                summary=running,
-                last_covered_id=history[covered_end - 1].id,
-                first_kept_id=history[asm.tail_start].id if asm.tail_start < n else None,
-                strategy=name,
-                previous_id=prior.id if prior is not None else None,
+            record = st.record(
+                running,
+                covered_end,
+                asm,
                 model=last_model,
                 prompt_hash=prompt_hash if isinstance(prompt_hash, str) else None,
                 tokens_before=before,
-                tokens_after=asm.tokens,
                 usage=usage,
                 details=details,
             )
         covered_out: int | None = None
         if with_summary and running is not None:
             covered_out = covered_end
-        result_obj: StrategyResult = build_result(
-            name,
-            history,
-            counter,
+        return st.result(
             asm,
-            prefix_len=p,
             covered_end=covered_out,
             checkpoint=record,
             reused=prior if (with_summary and not chunks) else None,
@@ -336,7 +284,6 @@ class Hybrid(ToolBudget):
             calls=calls,
             notes=notes,
         )
-        return result_obj
 
 
 def _chunk_end(cuts: Sequence[int], target: int, limit: int) -> int:
