@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contextfold.prompts import PromptSet, build_cache_aligned_messages, build_isolated_prompt
+from contextfold.prompts import PromptSet
 from contextfold.summarizers._http_common import (
     ProviderSummarizer,
     StreamAccumulator,
@@ -24,10 +24,9 @@ from contextfold.summarizers._http_common import (
     ensure_installed,
     import_extra,
     request_timeout,
-    tools_for_openai_chat,
 )
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest
-from contextfold.summarizers.openai import _ChatStream, _parse_chat
+from contextfold.summarizers.openai import _ChatStream, _parse_chat, chat_body
 
 __all__ = ["LiteLLMSummarizer"]
 
@@ -87,21 +86,9 @@ class LiteLLMSummarizer(ProviderSummarizer):
         """The keyword arguments of ``litellm.completion`` for ``request``."""
         kwargs: dict[str, Any] = dict(self.options)
         kwargs["model"] = self.model
-        if request.mode == "cache_aligned":
-            from contextfold.formats import openai_chat
-
-            system, messages, tools = build_cache_aligned_messages(request, prompts=self.prompts)
-            kwargs["messages"] = openai_chat.dump([*system, *messages])
-            if tools:
-                kwargs["tools"] = tools_for_openai_chat(tools)
-        else:
-            system_text, user_text = build_isolated_prompt(
-                request, prompts=self.prompts, tool_result_limit=self.tool_result_limit
-            )
-            kwargs["messages"] = [
-                {"role": "system", "content": system_text},
-                {"role": "user", "content": user_text},
-            ]
+        kwargs.update(
+            chat_body(request, prompts=self.prompts, tool_result_limit=self.tool_result_limit)
+        )
         cap = clamp_tokens(request.max_output_tokens, self.max_output_tokens)
         if cap is not None:
             kwargs["max_tokens"] = cap

@@ -175,36 +175,13 @@ class OpenAISummarizer(SDKSummarizer):
         """
         kwargs: dict[str, Any] = {"model": self.model}
         cap = clamp_tokens(request.max_output_tokens, self.max_output_tokens)
+        body = chat_body if self.api == "chat" else _responses_body
+        kwargs.update(body(request, prompts=self.prompts, tool_result_limit=self.tool_result_limit))
         if request.mode == "cache_aligned":
-            system, messages, tools = build_cache_aligned_messages(request, prompts=self.prompts)
-            if self.api == "chat":
-                from contextfold.formats import openai_chat
-
-                kwargs["messages"] = openai_chat.dump([*system, *messages])
-                if tools:
-                    kwargs["tools"] = tools_for_openai_chat(tools)
-            else:
-                from contextfold.formats import openai_responses
-
-                kwargs["input"] = openai_responses.dump([*system, *messages])
-                if tools:
-                    kwargs["tools"] = tools_for_openai_responses(tools)
             if self.cache_key is not None:
                 kwargs["prompt_cache_key"] = self.cache_key
-        else:
-            system_text, user_text = build_isolated_prompt(
-                request, prompts=self.prompts, tool_result_limit=self.tool_result_limit
-            )
-            if self.api == "chat":
-                kwargs["messages"] = [
-                    {"role": "system", "content": system_text},
-                    {"role": "user", "content": user_text},
-                ]
-            else:
-                kwargs["instructions"] = system_text
-                kwargs["input"] = [{"role": "user", "content": user_text}]
-            if self.isolate_cache:
-                kwargs["prompt_cache_key"] = f"contextfold-summary-{uuid.uuid4().hex}"
+        elif self.isolate_cache:
+            kwargs["prompt_cache_key"] = f"contextfold-summary-{uuid.uuid4().hex}"
         if self.api == "responses":
             kwargs["store"] = False  # a summary call is not a conversation turn to keep
             if cap is not None:
@@ -242,6 +219,35 @@ class OpenAISummarizer(SDKSummarizer):
 
 
 # -- Chat Completions ---------------------------------------------------------------------
+
+
+def chat_body(
+    request: SummaryRequest, *, prompts: PromptSet | None, tool_result_limit: int
+) -> dict[str, Any]:
+    """The ``messages`` (and ``tools``) of a Chat Completions request for ``request``.
+
+    Isolated mode: our system prompt and one user message with the serialized transcript.
+    Cache-aligned mode: the conversation's own system messages, messages and tools, then
+    the instruction (see :mod:`contextfold.prompts`). Every server that speaks the Chat
+    Completions shape (LiteLLM included) takes this body.
+    """
+    if request.mode == "cache_aligned":
+        from contextfold.formats import openai_chat
+
+        system, messages, tools = build_cache_aligned_messages(request, prompts=prompts)
+        body: dict[str, Any] = {"messages": openai_chat.dump([*system, *messages])}
+        if tools:
+            body["tools"] = tools_for_openai_chat(tools)
+        return body
+    system_text, user_text = build_isolated_prompt(
+        request, prompts=prompts, tool_result_limit=tool_result_limit
+    )
+    return {
+        "messages": [
+            {"role": "system", "content": system_text},
+            {"role": "user", "content": user_text},
+        ]
+    }
 
 
 def chat_usage(usage: Any) -> Usage | None:
@@ -363,6 +369,25 @@ class _ChatStream:
 
 
 # -- Responses API --------------------------------------------------------------------------
+
+
+def _responses_body(
+    request: SummaryRequest, *, prompts: PromptSet | None, tool_result_limit: int
+) -> dict[str, Any]:
+    """The ``instructions``, ``input`` and ``tools`` of a Responses request; see chat_body."""
+    if request.mode == "cache_aligned":
+        from contextfold.formats import openai_responses
+
+        system, messages, tools = build_cache_aligned_messages(request, prompts=prompts)
+        body: dict[str, Any] = {"input": openai_responses.dump([*system, *messages])}
+        if tools:
+            body["tools"] = tools_for_openai_responses(tools)
+        return body
+    system_text, user_text = build_isolated_prompt(
+        request, prompts=prompts, tool_result_limit=tool_result_limit
+    )
+    return {"instructions": system_text, "input": [{"role": "user", "content": user_text}]}
+
 
 _TOOL_ITEMS = frozenset({"function_call", "custom_tool_call", "computer_call", "mcp_call"})
 
