@@ -27,7 +27,7 @@ from typing import Any
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message
 from contextfold.strategies._common import (
-    ToolBudget,
+    BudgetedStrategy,
     assemble,
     check_option,
     cut_points,
@@ -36,7 +36,6 @@ from contextfold.strategies._common import (
     prepare_from,
     ranges_of,
     require_fit,
-    with_overhead_notes,
     with_tools,
 )
 from contextfold.strategies.base import (
@@ -52,7 +51,7 @@ from contextfold.tokens.base import TokenCounter
 __all__ = ["Pipeline"]
 
 
-class Pipeline(ToolBudget):
+class Pipeline(BudgetedStrategy):
     """Run ``stages`` in order on each other's output; stop as soon as the context fits.
 
     Args:
@@ -108,27 +107,6 @@ class Pipeline(ToolBudget):
         inner = ", ".join(repr(s) for s in self.stages)
         return f"Pipeline([{inner}], max_tokens={self.max_tokens})"
 
-    def plan(
-        self,
-        messages: Sequence[Message],
-        /,
-        *,
-        counter: TokenCounter,
-        checkpoint: CheckpointRecord | None = None,
-    ) -> PlanGenerator:
-        """Run the stages; yields whatever summary calls they yield.
-
-        Raises:
-            PairingError: the history breaks the tool-pair invariant (before any call).
-            BudgetError: the tool schemas and reserve alone, or with the system prefix and
-                the newest message, exceed ``max_tokens``.
-        """
-        budget, tools = self._budget(self.max_tokens, counter)
-        result = yield from self._plan(
-            messages, counter=counter, checkpoint=checkpoint, budget=budget
-        )
-        return with_overhead_notes(result, tools, self.reserve_tokens)
-
     def _plan(
         self,
         messages: Sequence[Message],
@@ -137,7 +115,7 @@ class Pipeline(ToolBudget):
         checkpoint: CheckpointRecord | None,
         budget: int,
     ) -> PlanGenerator:
-        """The plan, with ``budget`` the tokens left for the messages."""
+        """Run the stages (yielding their summary calls) within ``budget`` tokens."""
         history = messages
         n = len(history)
         p, covered = prepare_from(history, checkpoint, checkpoint.strategy if checkpoint else "")
