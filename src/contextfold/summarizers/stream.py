@@ -198,6 +198,19 @@ class _Collector:
         return SummarizationResult.success(text, usage=self.usage, model=self.model)
 
 
+def _drain(
+    stream: Iterable[Any], request: SummaryRequest, collector: _Collector
+) -> SummarizationResult:
+    """Feed a sync event stream to ``collector``, checking the request between events."""
+    for event in stream:
+        late = after_check(request)
+        if late is not None:
+            return late
+        if not collector.feed(event):
+            break
+    return after_check(request) or collector.result()
+
+
 class StreamFunctionSummarizer:
     """A summarizer over a streaming call; see the module docstring for the protocol.
 
@@ -257,9 +270,21 @@ class StreamFunctionSummarizer:
         }
         return context, kwargs
 
+    def _open(self, request: SummaryRequest) -> Any:
+        """Call the stream function for ``request``; what it returns is not looked at yet."""
+        context, kwargs = self._call_kwargs(request)
+        return self.stream_fn(self.model, context, **kwargs)
+
     def _fail(self, exc: BaseException) -> SummarizationResult:
         return SummarizationResult.failure(
             f"stream function raised {type(exc).__name__}: {exc}", "error", model=self.model
+        )
+
+    def _not_a_stream(self, stream: Any) -> SummarizationResult:
+        return SummarizationResult.failure(
+            f"stream function returned {type(stream).__name__}, not an event stream",
+            "invalid",
+            model=self.model,
         )
 
     # -- sync ------------------------------------------------------------------------------
@@ -277,8 +302,7 @@ class StreamFunctionSummarizer:
     def _run_sync(self, request: SummaryRequest) -> SummarizationResult:
         collector = _Collector(self.model, self.on_delta)
         try:
-            context, kwargs = self._call_kwargs(request)
-            stream = self.stream_fn(self.model, context, **kwargs)
+            stream = self._open(request)
             if inspect.isawaitable(stream) or isinstance(stream, AsyncIterable):
                 if in_running_loop():
                     if inspect.iscoroutine(stream):
@@ -291,20 +315,10 @@ class StreamFunctionSummarizer:
                     )
                 return asyncio.run(self._consume_async(stream, request, collector))
             if not isinstance(stream, Iterable):
-                return SummarizationResult.failure(
-                    f"stream function returned {type(stream).__name__}, not an event stream",
-                    "invalid",
-                    model=self.model,
-                )
-            for event in stream:
-                late = after_check(request)
-                if late is not None:
-                    return late
-                if not collector.feed(event):
-                    break
+                return self._not_a_stream(stream)
+            return _drain(stream, request, collector)
         except Exception as exc:
             return self._fail(exc)
-        return after_check(request) or collector.result()
 
     # -- async -----------------------------------------------------------------------------
 
@@ -328,18 +342,9 @@ class StreamFunctionSummarizer:
                     if not collector.feed(event):
                         break
             elif isinstance(stream, Iterable):
-                for event in stream:
-                    late = after_check(request)
-                    if late is not None:
-                        return late
-                    if not collector.feed(event):
-                        break
+                return _drain(stream, request, collector)
             else:
-                return SummarizationResult.failure(
-                    f"stream function returned {type(stream).__name__}, not an event stream",
-                    "invalid",
-                    model=self.model,
-                )
+                return self._not_a_stream(stream)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -362,8 +367,7 @@ class StreamFunctionSummarizer:
             return result
         collector = _Collector(self.model, self.on_delta)
         try:
-            context, kwargs = self._call_kwargs(request)
-            stream = self.stream_fn(self.model, context, **kwargs)
+            stream = self._open(request)
         except Exception as exc:
             return self._fail(exc)
         return await self._consume_async(stream, request, collector)
