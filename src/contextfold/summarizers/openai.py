@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from contextfold.errors import ContextfoldError
+from contextfold.messages import Message
 from contextfold.prompts import PromptSet, build_cache_aligned_messages, build_isolated_prompt
 from contextfold.summarizers._http_common import (
     Finish,
@@ -218,6 +219,24 @@ class OpenAISummarizer(SDKSummarizer):
         return _ResponsesStream(self.model)
 
 
+# -- request bodies ------------------------------------------------------------------------
+
+
+def _replay(
+    request: SummaryRequest,
+    prompts: PromptSet | None,
+    key: str,
+    dump: Callable[[Sequence[Message]], list[dict[str, Any]]],
+    convert_tools: Callable[[Iterable[Mapping[str, Any]]], list[dict[str, Any]]],
+) -> dict[str, Any]:
+    """A cache-aligned body: the conversation and instruction under ``key``, then its tools."""
+    system, messages, tools = build_cache_aligned_messages(request, prompts=prompts)
+    body: dict[str, Any] = {key: dump([*system, *messages])}
+    if tools:
+        body["tools"] = convert_tools(tools)
+    return body
+
+
 # -- Chat Completions ---------------------------------------------------------------------
 
 
@@ -234,11 +253,7 @@ def chat_body(
     if request.mode == "cache_aligned":
         from contextfold.formats import openai_chat
 
-        system, messages, tools = build_cache_aligned_messages(request, prompts=prompts)
-        body: dict[str, Any] = {"messages": openai_chat.dump([*system, *messages])}
-        if tools:
-            body["tools"] = tools_for_openai_chat(tools)
-        return body
+        return _replay(request, prompts, "messages", openai_chat.dump, tools_for_openai_chat)
     system_text, user_text = build_isolated_prompt(
         request, prompts=prompts, tool_result_limit=tool_result_limit
     )
@@ -378,11 +393,7 @@ def _responses_body(
     if request.mode == "cache_aligned":
         from contextfold.formats import openai_responses
 
-        system, messages, tools = build_cache_aligned_messages(request, prompts=prompts)
-        body: dict[str, Any] = {"input": openai_responses.dump([*system, *messages])}
-        if tools:
-            body["tools"] = tools_for_openai_responses(tools)
-        return body
+        return _replay(request, prompts, "input", openai_responses.dump, tools_for_openai_responses)
     system_text, user_text = build_isolated_prompt(
         request, prompts=prompts, tool_result_limit=tool_result_limit
     )
