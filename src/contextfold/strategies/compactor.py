@@ -35,23 +35,17 @@ from contextfold.messages import Message
 from contextfold.strategies._common import (
     Assembly,
     LoopGuard,
-    add_usage,
     assemble,
-    build_result,
     char_size,
     check_option,
-    check_summary,
-    cut_points,
     deadline_from,
     make_summary_id,
     message_chars,
-    prepare_from,
-    summary_message_tokens,
+    open_plan,
 )
 from contextfold.strategies.base import (
     PlanGenerator,
     StrategyResult,
-    SummaryCall,
     SummaryPlacement,
     arun,
     run,
@@ -204,16 +198,11 @@ class SummaryCompactor:
         cancel: CancelToken | None,
         deadline_s: float | None,
     ) -> PlanGenerator:
-        history = messages
-        n = len(history)
-        name = self.name
-        placement = self.placement
-        p, covered = prepare_from(history, checkpoint, name)
-        cuts = cut_points(history, p if covered is None else covered)
-        prior = checkpoint if covered is not None else None
-        base_from = covered if covered is not None else p
-        prior_text = prior.summary.strip() if prior is not None else None
-        prior_sid = make_summary_id(history, p, base_from, name + (prior.id if prior else ""))
+        st = open_plan(
+            messages, checkpoint, name=self.name, counter=counter, placement=self.placement
+        )
+        history, p, n, cuts = messages, st.prefix_len, len(messages), st.cuts
+        prior, base_from, prior_text = st.prior, st.base_from, st.prior_text
         prefix_chars = char_size(history[:p])
 
         if budget_chars is not None and p < n:
@@ -227,18 +216,7 @@ class SummaryCompactor:
                     required=need,
                 )
 
-        view = assemble(
-            history,
-            p,
-            summary=prior_text,
-            placement=placement,
-            summary_msg_id=prior_sid,
-            tail_from=base_from,
-            cuts=cuts,
-            counter=counter,
-            max_tokens=None,
-        )
-        assert view is not None
+        view = st.view()
         bounds = _turn_starts(history, base_from)
         nturns = len(bounds)
         fits = budget_chars is None or char_size(view.messages) <= budget_chars
@@ -246,31 +224,18 @@ class SummaryCompactor:
             budget_chars is not None and fits
         ):
             self.guard.succeeded()
-            note = "reused the checkpoint" if prior is not None else "nothing to compact"
-            return build_result(
-                name,
-                history,
-                counter,
-                view,
-                prefix_len=p,
-                covered_end=covered,
-                reused=prior,
-                notes=[note],
+            return st.unchanged(
+                view, "reused the checkpoint" if prior is not None else "nothing to compact"
             )
 
-        ctx = _Ctx(history, p, cuts, counter, placement, budget_chars, prefix_chars)
+        ctx = _Ctx(history, p, cuts, counter, st.placement, budget_chars, prefix_chars)
 
         def fallback(reason: str, code: str | None, usage: Usage, calls: int) -> StrategyResult:
             recent = bounds[max(0, nturns - self.keep_recent_turns)] if nturns else base_from
-            asm, with_summary = ctx.fit(prior_text, prior_sid, base_from, recent)
-            return build_result(
-                name,
-                history,
-                counter,
+            asm, with_summary = ctx.fit(prior_text, st.prior_sid, base_from, recent)
+            return st.trimmed_result(
                 asm,
-                prefix_len=p,
-                covered_end=covered if with_summary else None,
-                reused=prior if with_summary else None,
+                with_summary,
                 fallback=reason,
                 failure_code=code,
                 usage=usage,
@@ -304,32 +269,21 @@ class SummaryCompactor:
             deadline=deadline_from(deadline_s),
             cancel=cancel,
         )
-        replaced = counter.count_messages(history[base_from:k])
-        if prior_text is not None:
-            replaced += summary_message_tokens(prior_text, placement, counter)
-        result = yield SummaryCall(self.summarizer, request)
+        result, usage, problem = yield from st.summarize(self.summarizer, request, end=k)
         if cancel is not None and cancel.cancelled:
             raise CancelledError(cancel.reason or "cancelled")
-        usage = add_usage(Usage(), result)
-        problem = check_summary(
-            result, replaced_tokens=replaced, placement=placement, counter=counter
-        )
         if problem is not None:
             self.guard.failed()
             return fallback(problem[0], problem[1], usage, 1)
 
         text = result.text.strip()
-        sid = make_summary_id(history, p, k, name)
+        sid = make_summary_id(history, p, k, st.name)
         asm, with_summary = ctx.fit(text, sid, k, k)
         if not with_summary:
             self.guard.failed()
             reason = "the summary does not fit the character budget next to the newest turn"
-            return build_result(
-                name,
-                history,
-                counter,
+            return st.result(
                 asm,
-                prefix_len=p,
                 fallback=reason,
                 covered_end=None,
                 usage=usage,
@@ -345,16 +299,13 @@ class SummaryCompactor:
             )
         else:
             self.guard.succeeded()
-        record = CheckpointRecord(
-            summary=text,
-            last_covered_id=history[k - 1].id,
-            first_kept_id=history[asm.tail_start].id if asm.tail_start < n else None,
-            strategy=name,
-            previous_id=prior.id if prior is not None else None,
+        record = st.record(
+            text,
+            k,
+            asm,
             model=result.model,
             prompt_hash=_str_or_none(result.details.get("prompt_hash")),
             tokens_before=view.tokens,
-            tokens_after=asm.tokens,
             usage=result.usage,
             details={
                 "turns": nturns - keep,
@@ -362,12 +313,8 @@ class SummaryCompactor:
                 "chars_after": char_size(asm.messages),
             },
         )
-        return build_result(
-            name,
-            history,
-            counter,
+        return st.result(
             asm,
-            prefix_len=p,
             covered_end=k,
             checkpoint=record,
             usage=usage,
