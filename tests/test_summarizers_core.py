@@ -330,6 +330,26 @@ def test_async_function_runs_through_sync_summarize() -> None:
     assert FunctionSummarizer(fn).summarize(SummaryRequest(span())).text == "from a coroutine"
 
 
+async def test_sync_summarize_of_async_work_refuses_inside_a_running_loop() -> None:
+    async def fn(m: Any, p: Any) -> str:
+        return "never"
+
+    async def stream(model: str, context: StreamContext, **kwargs: Any) -> AsyncIterator[Any]:
+        yield StopEvent("stop")
+
+    for summarizer, what in (
+        (FunctionSummarizer(fn, model="m"), "summary function"),
+        (stream_function_summarizer(stream, "m"), "stream function"),
+    ):
+        result = summarizer.summarize(SummaryRequest(span()))
+        assert (result.ok, result.code, result.model) == (False, "error", "m")
+        assert result.reason is not None
+        assert result.reason.startswith(f"an async {what} cannot run inside a running")
+        assert "use asummarize()" in result.reason
+        # The same summarizer still works the async way.
+        assert (await summarizer.asummarize(SummaryRequest(span()))).code != "error"
+
+
 async def test_sync_function_runs_through_asummarize() -> None:
     def fn(m: Any, p: Any) -> str:
         return "from a thread"

@@ -49,6 +49,23 @@ def in_running_loop() -> bool:
     return True
 
 
+def refuse_in_loop(pending: Any, what: str, model: str | None) -> SummarizationResult:
+    """The failure for sync ``summarize()`` reaching async work inside a running loop.
+
+    A second event loop cannot run there, and blocking the running one would deadlock, so
+    the call fails with ``error`` (naming :meth:`asummarize` as the way out). An unstarted
+    coroutine is closed so Python does not warn that it was never awaited.
+    """
+    if inspect.iscoroutine(pending):
+        pending.close()
+    return SummarizationResult.failure(
+        f"an async {what} cannot run inside a running event loop "
+        "through summarize(); use asummarize()",
+        "error",
+        model=model,
+    )
+
+
 def after_check(request: SummaryRequest) -> SummarizationResult | None:
     """The failure to return after the work, if it was cancelled or ran past the deadline."""
     if request.cancelled:
@@ -123,6 +140,11 @@ class FunctionSummarizer:
         messages: Sequence[Message] = request.messages
         return self.fn(messages, request.previous_summary)
 
+    def _raised(self, exc: Exception) -> SummarizationResult:
+        return SummarizationResult.failure(
+            f"summary function raised {type(exc).__name__}: {exc}", "error", model=self.model
+        )
+
     def _finish(self, value: Any, request: SummaryRequest) -> SummarizationResult:
         late = after_check(request)
         if late is not None:
@@ -151,19 +173,10 @@ class FunctionSummarizer:
             value = self._invoke(request)
             if inspect.isawaitable(value):
                 if in_running_loop():
-                    if inspect.iscoroutine(value):
-                        value.close()
-                    return SummarizationResult.failure(
-                        "an async summary function cannot run inside a running event loop "
-                        "through summarize(); use asummarize()",
-                        "error",
-                        model=self.model,
-                    )
+                    return refuse_in_loop(value, "summary function", self.model)
                 value = asyncio.run(_await_guarded(value, request))
         except Exception as exc:
-            return SummarizationResult.failure(
-                f"summary function raised {type(exc).__name__}: {exc}", "error", model=self.model
-            )
+            return self._raised(exc)
         return self._finish(value, request)
 
     async def asummarize(self, request: SummaryRequest, /) -> SummarizationResult:
@@ -181,9 +194,7 @@ class FunctionSummarizer:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            return SummarizationResult.failure(
-                f"summary function raised {type(exc).__name__}: {exc}", "error", model=self.model
-            )
+            return self._raised(exc)
         return self._finish(value, request)
 
 

@@ -53,7 +53,12 @@ from contextfold.summarizers.base import (
     Usage,
     precheck,
 )
-from contextfold.summarizers.function import after_check, guarded, in_running_loop
+from contextfold.summarizers.function import (
+    after_check,
+    guarded,
+    in_running_loop,
+    refuse_in_loop,
+)
 
 if TYPE_CHECKING:
     from contextfold.prompts import PromptSet
@@ -305,14 +310,7 @@ class StreamFunctionSummarizer:
             stream = self._open(request)
             if inspect.isawaitable(stream) or isinstance(stream, AsyncIterable):
                 if in_running_loop():
-                    if inspect.iscoroutine(stream):
-                        stream.close()
-                    return SummarizationResult.failure(
-                        "an async stream function cannot run inside a running event loop "
-                        "through summarize(); use asummarize()",
-                        "error",
-                        model=self.model,
-                    )
+                    return refuse_in_loop(stream, "stream function", self.model)
                 return asyncio.run(self._consume_async(stream, request, collector))
             if not isinstance(stream, Iterable):
                 return self._not_a_stream(stream)
