@@ -61,6 +61,7 @@ __all__ = [
     "LoopGuard",
     "PlanState",
     "Problem",
+    "SummarizingStrategy",
     "ToolBudget",
     "add_usage",
     "assemble",
@@ -761,6 +762,86 @@ class BudgetedStrategy(ToolBudget, ABC):
         budget: int,
     ) -> PlanGenerator:
         """The plan, with ``budget`` the tokens left for the messages."""
+
+
+class SummarizingStrategy(BudgetedStrategy):
+    """Base of the strategies that fold older messages into a summary within a token budget.
+
+    It opens every plan the same way (:func:`open_plan`: pairing checked, the checkpoint
+    rule applied, the prefix and newest unit checked against the budget before any call)
+    and hands the :class:`PlanState` to :meth:`_fold`, where each strategy does what makes
+    it different. Subclasses set ``placement``, ``summarizer`` and ``guard``.
+    """
+
+    placement: SummaryPlacement
+    summarizer: Summarizer | AsyncSummarizer
+    guard: LoopGuard
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """The strategy's name; it reuses the checkpoints made under it."""
+
+    def _init_summarizing(
+        self,
+        max_tokens: int,
+        *,
+        keep_recent: int,
+        summarizer: Summarizer | AsyncSummarizer,
+        placement: SummaryPlacement | None,
+        max_output_tokens: int | None,
+        instructions: str | None,
+        deadline_s: float | None,
+        max_failed_compactions: int,
+        tools: Sequence[Mapping[str, Any]] | None,
+        reserve_tokens: int,
+        options: Sequence[tuple[str, object]] = (),
+    ) -> None:
+        """Check and set the options :class:`Summarization` and ``Hybrid`` share.
+
+        ``options`` are the strategy's own integer options of at least 1, checked after
+        ``keep_recent`` (the attributes are the caller's to set).
+
+        Raises:
+            ValueError: a numeric option is out of range (``BudgetError`` for the budget).
+        """
+        check_option("max_tokens", max_tokens, 1, budget=True)
+        check_option("keep_recent", keep_recent, 1)
+        for option, value in options:
+            check_option(option, value, 1)
+        check_option("max_failed_compactions", max_failed_compactions, 0)
+        self.max_tokens = max_tokens
+        self.keep_recent = keep_recent
+        self.summarizer = summarizer
+        self.placement = placement if placement is not None else SummaryPlacement()
+        self.max_output_tokens = max_output_tokens
+        self.instructions = instructions
+        self.deadline_s = deadline_s
+        self.guard = LoopGuard(max_failed_compactions)
+        self._init_tools(tools, reserve_tokens)
+
+    def _plan(
+        self,
+        messages: Sequence[Message],
+        *,
+        counter: TokenCounter,
+        checkpoint: CheckpointRecord | None,
+        budget: int,
+    ) -> PlanGenerator:
+        st = open_plan(
+            messages,
+            checkpoint,
+            name=self.name,
+            counter=counter,
+            placement=self.placement,
+            max_tokens=self.max_tokens,
+            budget=budget,
+        )
+        return (yield from self._fold(st, budget))
+
+    @abstractmethod
+    def _fold(self, st: PlanState, budget: int) -> PlanGenerator:
+        """The plan once opened, with ``budget`` the tokens left for the messages."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,16 +47,15 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ContextfoldError
 from contextfold.messages import Message, TextPart
 from contextfold.strategies._common import (
-    BudgetedStrategy,
     LoopGuard,
     PlanState,
+    SummarizingStrategy,
     add_usage,
     assemble,
     check_summary,
     deadline_from,
     fit_tail,
     make_summary_id,
-    open_plan,
     summary_message_tokens,
 )
 from contextfold.strategies.base import (
@@ -96,7 +95,7 @@ _SPLIT_JOIN = f"\n\n---\n\n{_TURN_HEADER}\n\n"
 _MIN_OUTPUT = 64
 
 
-class Checkpoint(BudgetedStrategy):
+class Checkpoint(SummarizingStrategy):
     """Fold older messages into one structured, reusable checkpoint when over budget.
 
     Args:
@@ -234,30 +233,15 @@ class Checkpoint(BudgetedStrategy):
             details=dict(details),
         )
 
-    def _plan(
-        self,
-        messages: Sequence[Message],
-        *,
-        counter: TokenCounter,
-        checkpoint: CheckpointRecord | None,
-        budget: int,
-    ) -> PlanGenerator:
+    def _fold(self, st: PlanState, budget: int) -> PlanGenerator:
         """The plan (up to two summary calls: checkpoint, split-turn prefix).
 
         ``budget`` is the tokens left for the messages. Only the prefix and what follows
         the checkpoint are validated and cut: the covered part was checked when the
         checkpoint was made.
         """
-        st = open_plan(
-            messages,
-            checkpoint,
-            name=self.name,
-            counter=counter,
-            placement=self.placement,
-            max_tokens=self.max_tokens,
-            budget=budget,
-        )
-        history, p, n, cuts = messages, st.prefix_len, len(messages), st.cuts
+        history, p, n, cuts = st.history, st.prefix_len, len(st.history), st.cuts
+        counter = st.counter
         placement = st.placement
         prior, base_from, prior_text = st.prior, st.base_from, st.prior_text
         view = st.view()

@@ -21,17 +21,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
-from contextfold.messages import Message
 from contextfold.strategies._common import (
-    BudgetedStrategy,
-    LoopGuard,
+    PlanState,
+    SummarizingStrategy,
     add_usage,
     cap_output,
-    check_option,
     check_summary,
     deadline_from,
     make_summary_id,
-    open_plan,
     recent_start,
     summary_message_tokens,
     summary_room,
@@ -43,12 +40,11 @@ from contextfold.strategies.base import (
     SummaryPlacement,
 )
 from contextfold.summarizers.base import AsyncSummarizer, Summarizer, SummaryRequest, Usage
-from contextfold.tokens.base import TokenCounter
 
 __all__ = ["Hybrid"]
 
 
-class Hybrid(BudgetedStrategy):
+class Hybrid(SummarizingStrategy):
     """A running summary extended one overflow chunk at a time, plus the recent messages.
 
     Args:
@@ -88,22 +84,21 @@ class Hybrid(BudgetedStrategy):
         tools: Sequence[Mapping[str, Any]] | None = None,
         reserve_tokens: int = 0,
     ) -> None:
-        check_option("max_tokens", max_tokens, 1, budget=True)
-        check_option("keep_recent", keep_recent, 1)
-        check_option("chunk_size", chunk_size, 1)
-        check_option("max_chunks", max_chunks, 1)
-        check_option("max_failed_compactions", max_failed_compactions, 0)
-        self.max_tokens = max_tokens
-        self.keep_recent = keep_recent
+        self._init_summarizing(
+            max_tokens,
+            keep_recent=keep_recent,
+            summarizer=summarizer,
+            placement=placement,
+            max_output_tokens=max_output_tokens,
+            instructions=instructions,
+            deadline_s=deadline_s,
+            max_failed_compactions=max_failed_compactions,
+            tools=tools,
+            reserve_tokens=reserve_tokens,
+            options=(("chunk_size", chunk_size), ("max_chunks", max_chunks)),
+        )
         self.chunk_size = chunk_size
-        self.summarizer = summarizer
-        self.placement = placement if placement is not None else SummaryPlacement()
-        self.max_output_tokens = max_output_tokens
-        self.instructions = instructions
-        self.deadline_s = deadline_s
         self.max_chunks = max_chunks
-        self.guard = LoopGuard(max_failed_compactions)
-        self._init_tools(tools, reserve_tokens)
 
     @property
     def name(self) -> str:
@@ -116,25 +111,10 @@ class Hybrid(BudgetedStrategy):
             f"chunk_size={self.chunk_size})"
         )
 
-    def _plan(
-        self,
-        messages: Sequence[Message],
-        *,
-        counter: TokenCounter,
-        checkpoint: CheckpointRecord | None,
-        budget: int,
-    ) -> PlanGenerator:
+    def _fold(self, st: PlanState, budget: int) -> PlanGenerator:
         """The plan (one summary call per chunk), with ``budget`` the tokens left for messages."""
-        st = open_plan(
-            messages,
-            checkpoint,
-            name=self.name,
-            counter=counter,
-            placement=self.placement,
-            max_tokens=self.max_tokens,
-            budget=budget,
-        )
-        history, p, n, cuts = messages, st.prefix_len, len(messages), st.cuts
+        history, p, n, cuts = st.history, st.prefix_len, len(st.history), st.cuts
+        counter = st.counter
         name, placement, prior = st.name, st.placement, st.prior
         covered_end = st.base_from
         running = st.prior_text

@@ -19,17 +19,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contextfold.checkpoints import CheckpointRecord
-from contextfold.messages import Message
 from contextfold.strategies._common import (
-    BudgetedStrategy,
-    LoopGuard,
+    PlanState,
+    SummarizingStrategy,
     assemble,
     cap_output,
-    check_option,
     deadline_from,
     make_summary_id,
-    open_plan,
     recent_start,
     summary_room,
 )
@@ -38,12 +34,11 @@ from contextfold.strategies.base import (
     SummaryPlacement,
 )
 from contextfold.summarizers.base import AsyncSummarizer, Summarizer, SummaryRequest
-from contextfold.tokens.base import TokenCounter
 
 __all__ = ["Summarization"]
 
 
-class Summarization(BudgetedStrategy):
+class Summarization(SummarizingStrategy):
     """Summarize everything older than the newest ``keep_recent`` messages, once needed.
 
     Args:
@@ -80,18 +75,18 @@ class Summarization(BudgetedStrategy):
         tools: Sequence[Mapping[str, Any]] | None = None,
         reserve_tokens: int = 0,
     ) -> None:
-        check_option("max_tokens", max_tokens, 1, budget=True)
-        check_option("keep_recent", keep_recent, 1)
-        check_option("max_failed_compactions", max_failed_compactions, 0)
-        self.max_tokens = max_tokens
-        self.keep_recent = keep_recent
-        self.summarizer = summarizer
-        self.placement = placement if placement is not None else SummaryPlacement()
-        self.max_output_tokens = max_output_tokens
-        self.instructions = instructions
-        self.deadline_s = deadline_s
-        self.guard = LoopGuard(max_failed_compactions)
-        self._init_tools(tools, reserve_tokens)
+        self._init_summarizing(
+            max_tokens,
+            keep_recent=keep_recent,
+            summarizer=summarizer,
+            placement=placement,
+            max_output_tokens=max_output_tokens,
+            instructions=instructions,
+            deadline_s=deadline_s,
+            max_failed_compactions=max_failed_compactions,
+            tools=tools,
+            reserve_tokens=reserve_tokens,
+        )
 
     @property
     def name(self) -> str:
@@ -101,25 +96,9 @@ class Summarization(BudgetedStrategy):
     def __repr__(self) -> str:
         return f"Summarization(max_tokens={self.max_tokens}, keep_recent={self.keep_recent})"
 
-    def _plan(
-        self,
-        messages: Sequence[Message],
-        *,
-        counter: TokenCounter,
-        checkpoint: CheckpointRecord | None,
-        budget: int,
-    ) -> PlanGenerator:
+    def _fold(self, st: PlanState, budget: int) -> PlanGenerator:
         """The plan (at most one summary call), with ``budget`` the tokens left for messages."""
-        st = open_plan(
-            messages,
-            checkpoint,
-            name=self.name,
-            counter=counter,
-            placement=self.placement,
-            max_tokens=self.max_tokens,
-            budget=budget,
-        )
-        history, p, n = messages, st.prefix_len, len(messages)
+        history, p, n, counter = st.history, st.prefix_len, len(st.history), st.counter
         prior, base_from = st.prior, st.base_from
         view = st.view()
         if view.tokens <= budget:
