@@ -42,7 +42,7 @@ from contextfold.summarizers._http_common import (
     tools_for_openai_chat,
     tools_for_openai_responses,
 )
-from contextfold.summarizers.base import SummarizationResult, SummaryRequest, Usage
+from contextfold.summarizers.base import FailureCode, SummarizationResult, SummaryRequest, Usage
 
 __all__ = ["OpenAISummarizer"]
 
@@ -435,6 +435,19 @@ def _response_parts(response: Any) -> tuple[str, str, bool]:
     return "".join(texts), "".join(refusals), tool_called
 
 
+def _reported_error(error: Any, fallback: str) -> tuple[str, bool]:
+    """``(label, rate_limited)`` for an error the Responses API reports in a 200 answer.
+
+    A failed response and a stream's ``error`` event carry the same ``code`` and
+    ``message``; quota and rate-limit codes are told apart so callers can back off.
+    """
+    code = field(error, "code")
+    message = field(error, "message") or fallback
+    if code in ("rate_limit_exceeded", "insufficient_quota"):
+        return f"rate limited: {message}", True
+    return (f"{code}: {message}" if code else str(message)), False
+
+
 def _response_verdict(
     response: Any, model: str, streamed_text: str | None = None
 ) -> SummarizationResult:
@@ -451,14 +464,12 @@ def _response_verdict(
         detail = f"incomplete: {reason}" if reason else "incomplete"
         finish = "filter" if reason == "content_filter" else "length"
     elif status == "failed":
-        error = field(response, "error")
-        code = field(error, "code")
-        message = field(error, "message") or "the response failed"
-        if code in ("rate_limit_exceeded", "insufficient_quota"):
+        label, limited = _reported_error(field(response, "error"), "the response failed")
+        if limited:
             return SummarizationResult.failure(
-                f"openai: rate limited: {message}", "rate_limited", usage=usage, model=answered_by
+                f"openai: {label}", "rate_limited", usage=usage, model=answered_by
             )
-        detail = f"{code}: {message}" if code else str(message)
+        detail = label
         finish = "error"
     elif status in ("completed", None):
         finish = "stop"
@@ -513,14 +524,9 @@ class _ResponsesStream:
         elif kind in self._FINAL:
             self.final = field(event, "response")
         elif kind == "error":
-            code = field(event, "code")
-            message = field(event, "message") or "error event in the stream"
-            if code in ("rate_limit_exceeded", "insufficient_quota"):
-                return SummarizationResult.failure(
-                    f"openai: rate limited: {message}", "rate_limited", model=self.model
-                )
-            label = f"{code}: {message}" if code else str(message)
-            return SummarizationResult.failure(f"openai: {label}", "error", model=self.model)
+            label, limited = _reported_error(event, "error event in the stream")
+            code: FailureCode = "rate_limited" if limited else "error"
+            return SummarizationResult.failure(f"openai: {label}", code, model=self.model)
         return None
 
     def result(self) -> SummarizationResult:
