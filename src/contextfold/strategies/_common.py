@@ -894,6 +894,24 @@ class PlanState:
         assert view is not None  # no budget given: never trimmed
         return view
 
+    def within_budget(self, summary: str, sid: str, tail_from: int) -> Assembly | None:
+        """``prefix + [summary] + history[tail_from:]``, the tail trimmed to fit ``budget``.
+
+        None when the summary and the newest unit do not fit together (see :func:`assemble`).
+        """
+        assert self.budget is not None  # only strategies with a token budget trim
+        return assemble(
+            self.history,
+            self.prefix_len,
+            summary=summary,
+            placement=self.placement,
+            summary_msg_id=sid,
+            tail_from=tail_from,
+            cuts=self.cuts,
+            counter=self.counter,
+            max_tokens=self.budget,
+        )
+
     def result(self, asm: Assembly, **fields: Any) -> StrategyResult:
         """:func:`build_result` for this plan; ``fields`` are its keyword arguments."""
         return build_result(

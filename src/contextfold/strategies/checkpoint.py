@@ -51,7 +51,6 @@ from contextfold.strategies._common import (
     PlanState,
     SummarizingStrategy,
     add_usage,
-    assemble,
     check_summary,
     deadline_from,
     fit_tail,
@@ -302,7 +301,7 @@ class Checkpoint(SummarizingStrategy):
         calls = 0
         results: list[SummarizationResult] = []
         main_span = history[base_from:turn_start]
-        main_text: str | None = prior_text
+        requests: list[tuple[str, SummaryRequest]] = []
         if main_span:
             request = self._request(
                 main_span,
@@ -314,14 +313,7 @@ class Checkpoint(SummarizingStrategy):
                 system=system,
                 prefix=prior_msgs,
             )
-            result = yield SummaryCall(self.summarizer, request)
-            calls += 1
-            usage = add_usage(usage, result)
-            results.append(result)
-            if not result.ok or not result.text.strip():
-                return self._fail(st, result, usage, calls)
-            main_text = result.text.strip()
-        turn_text: str | None = None
+            requests.append(("main", request))
         if split:
             request = self._request(
                 history[turn_start:k],
@@ -333,13 +325,18 @@ class Checkpoint(SummarizingStrategy):
                 system=system,
                 prefix=[*prior_msgs, *main_span],
             )
+            requests.append(("turn", request))
+        texts: dict[str, str] = {}
+        for part, request in requests:
             result = yield SummaryCall(self.summarizer, request)
             calls += 1
             usage = add_usage(usage, result)
             results.append(result)
             if not result.ok or not result.text.strip():
                 return self._fail(st, result, usage, calls)
-            turn_text = result.text.strip()
+            texts[part] = result.text.strip()
+        main_text = texts.get("main", prior_text)
+        turn_text = texts.get("turn")
 
         for r in results:
             files_read |= set(_strs(r.details.get("files_read")))
@@ -367,17 +364,7 @@ class Checkpoint(SummarizingStrategy):
             return st.fallback(reason, code, usage=usage, calls=calls, kept="checkpoint")
 
         sid = make_summary_id(history, p, k, st.salt)
-        built = assemble(
-            history,
-            p,
-            summary=text,
-            placement=placement,
-            summary_msg_id=sid,
-            tail_from=k,
-            cuts=cuts,
-            counter=counter,
-            max_tokens=budget,
-        )
+        built = st.within_budget(text, sid, k)
         if built is None:
             self.guard.failed()
             return st.fallback(

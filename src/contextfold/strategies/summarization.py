@@ -22,7 +22,6 @@ from typing import Any
 from contextfold.strategies._common import (
     PlanState,
     SummarizingStrategy,
-    assemble,
     cap_output,
     deadline_from,
     make_summary_id,
@@ -154,17 +153,7 @@ class Summarization(SummarizingStrategy):
             return st.fallback(reason, code, usage=usage, calls=1)
 
         text = result.text.strip()
-        built = assemble(
-            history,
-            p,
-            summary=text,
-            placement=st.placement,
-            summary_msg_id=make_summary_id(history, p, k, st.name),
-            tail_from=k,
-            cuts=st.cuts,
-            counter=counter,
-            max_tokens=budget,
-        )
+        built = st.within_budget(text, make_summary_id(history, p, k, st.name), k)
         if built is None:
             self.guard.failed()
             return st.fallback(
