@@ -35,6 +35,7 @@ from contextfold.messages import Message
 from contextfold.strategies._common import (
     Assembly,
     LoopGuard,
+    PlanState,
     assemble,
     char_size,
     check_option,
@@ -228,7 +229,7 @@ class SummaryCompactor:
                 view, "reused the checkpoint" if prior is not None else "nothing to compact"
             )
 
-        ctx = _Ctx(history, p, cuts, counter, st.placement, budget_chars, prefix_chars)
+        ctx = _Ctx(st, budget_chars, prefix_chars)
 
         def fallback(reason: str, code: str | None, usage: Usage, calls: int) -> StrategyResult:
             recent = bounds[max(0, nturns - self.keep_recent_turns)] if nturns else base_from
@@ -327,11 +328,7 @@ class SummaryCompactor:
 class _Ctx:
     """What fitting under the character budget needs."""
 
-    history: Sequence[Message]
-    prefix_len: int
-    cuts: Sequence[int]
-    counter: TokenCounter
-    placement: SummaryPlacement
+    plan: PlanState
     budget_chars: int | None
     prefix_chars: int
 
@@ -344,50 +341,42 @@ class _Ctx:
         are dropped from its old end. When even the newest unit does not fit next to the
         summary, the summary is left out (the second value is False).
         """
-        history = self.history
-        n = len(history)
-        p = self.prefix_len
+        st = self.plan
+        p = st.prefix_len
+        chosen: tuple[str | None, int] | None = None
         for text in (summary, None) if summary is not None else (None,):
             floor = tail_from if text is not None else p
             wanted = max(preferred, floor) if text is not None else preferred
             fixed = self.prefix_chars
             if text is not None:
-                fixed += len(self.placement.frame(text))
+                fixed += len(st.placement.frame(text))
             start = self._fit_start(wanted, floor, fixed)
-            if start is None:
-                continue
-            asm = assemble(
-                history,
-                p,
-                summary=text,
-                placement=self.placement,
-                summary_msg_id=sid,
-                tail_from=start,
-                cuts=self.cuts,
-                counter=self.counter,
-                max_tokens=None,
-            )
-            assert asm is not None
-            return asm, text is not None
-        # ``_plan`` checked that the prefix and the newest unit fit.
-        last = self.cuts[bisect.bisect_left(self.cuts, n) - 1] if len(self.cuts) > 1 else p
+            if start is not None:
+                chosen = (text, start)
+                break
+        if chosen is None:
+            # ``_plan`` checked that the prefix and the newest unit fit.
+            cuts = st.cuts
+            last = cuts[bisect.bisect_left(cuts, len(st.history)) - 1] if len(cuts) > 1 else p
+            chosen = (None, last)
+        text, start = chosen
         asm = assemble(
-            history,
+            st.history,
             p,
-            summary=None,
-            placement=self.placement,
+            summary=text,
+            placement=st.placement,
             summary_msg_id=sid,
-            tail_from=last,
-            cuts=self.cuts,
-            counter=self.counter,
+            tail_from=start,
+            cuts=st.cuts,
+            counter=st.counter,
             max_tokens=None,
         )
         assert asm is not None
-        return asm, False
+        return asm, text is not None
 
     def _fit_start(self, start: int, floor: int, fixed: int) -> int | None:
         """Earliest tail start ``>= start`` (turn starts first, then units) within budget."""
-        history = self.history
+        history = self.plan.history
         n = len(history)
         budget = self.budget_chars
         if budget is None:
@@ -400,7 +389,7 @@ class _Ctx:
         # Walk back from the newest message, remembering the earliest turn start and the
         # earliest unit cut whose suffix fits.
         turn_starts = set(_turn_starts(history, floor))
-        cut_set = set(self.cuts)
+        cut_set = set(self.plan.cuts)
         total = 0
         best_turn: int | None = None
         best_unit: int | None = None
