@@ -138,16 +138,8 @@ class SummaryCompactor:
             PairingError: the history breaks the tool-pair invariant (before any call).
             BudgetError: with ``budget_chars``, the prefix and the newest message exceed it.
         """
-        return (
-            yield from self._plan(
-                messages,
-                counter=counter,
-                checkpoint=checkpoint,
-                budget_chars=self.budget_chars,
-                cancel=None,
-                deadline_s=self.deadline_s,
-            )
-        )
+        bound = _Bound(self, None, None, None)  # the instance's own limits
+        return (yield from bound.plan(messages, counter=counter, checkpoint=checkpoint))
 
     def compact(
         self,
