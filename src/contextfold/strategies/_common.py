@@ -13,12 +13,10 @@ copies or mutates the input; it only decides where to cut. The pieces:
 * :func:`check_summary` turns an unusable answer (failure, empty, not smaller) into a reason.
 * :class:`LoopGuard` stops calling a summarizer after repeated compactions that fail to get
   under budget.
-* :class:`ToolBudget` counts a request's tool schemas and reserve against ``max_tokens``;
-  :class:`BudgetedStrategy` builds on it and implements ``plan()`` once for the strategies
-  that fit a token budget.
-* :func:`open_plan` opens a summarizing plan: the checkpoint rule applied, the cut points,
-  the prior summary, all in a frozen :class:`PlanState` whose methods build the shared
-  results (unchanged view, sliding-window fallback, checkpoint record).
+* :class:`ToolBudget` counts a request's tool schemas and reserve against ``max_tokens``.
+
+The base classes of the budgeted and summarizing strategies live in
+:mod:`contextfold.strategies._plan`.
 """
 
 from __future__ import annotations
@@ -28,40 +26,27 @@ import copy
 import dataclasses
 import threading
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Generator, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, TypeVar
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import BudgetError, FormatError, PairingError
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from contextfold.strategies.base import (
-    PlanGenerator,
     StrategyResult,
-    SummaryCall,
     SummaryPlacement,
     place_summary,
     summary_id,
 )
 from contextfold.strategies.sliding import fit_window
-from contextfold.summarizers.base import (
-    AsyncSummarizer,
-    SummarizationResult,
-    Summarizer,
-    SummaryRequest,
-    Usage,
-)
+from contextfold.summarizers.base import SummarizationResult, Usage
 from contextfold.tokens.base import TokenCounter
 from contextfold.turns import prefix_length, units, validate
 
 __all__ = [
     "Assembly",
-    "BudgetedStrategy",
     "LoopGuard",
-    "PlanState",
-    "Problem",
-    "SummarizingStrategy",
     "ToolBudget",
     "add_usage",
     "assemble",
@@ -77,7 +62,6 @@ __all__ = [
     "locate_checkpoint",
     "make_summary_id",
     "message_chars",
-    "open_plan",
     "prepare",
     "prepare_from",
     "ranges_of",
@@ -715,351 +699,3 @@ def with_tools(stage: _S, tools: Sequence[Mapping[str, Any]], reserve_tokens: in
     if callable(changed):
         changed()
     return clone
-
-
-#: Why a summary cannot be used, as ``(reason, code)``; None when it can (see check_summary).
-Problem: TypeAlias = tuple[str, str] | None
-
-
-class BudgetedStrategy(ToolBudget, ABC):
-    """Base of the strategies that fit a token budget shared with tool schemas and reserve.
-
-    It implements :meth:`plan` once: the budget left after the tool schemas and
-    ``reserve_tokens`` goes to :meth:`_plan`, and the result's notes say what they took.
-    Subclasses set ``max_tokens`` and implement :meth:`_plan`.
-    """
-
-    max_tokens: int
-
-    def plan(
-        self,
-        messages: Sequence[Message],
-        /,
-        *,
-        counter: TokenCounter,
-        checkpoint: CheckpointRecord | None = None,
-    ) -> PlanGenerator:
-        """Build the context; yields the summary calls it needs (see the class docstring).
-
-        Raises:
-            PairingError: the history breaks the tool-pair invariant (before any call).
-            BudgetError: the tool schemas and reserve alone, or with the system prefix and
-                the newest message, exceed ``max_tokens``.
-        """
-        budget, tools = self._budget(self.max_tokens, counter)
-        result = yield from self._plan(
-            messages, counter=counter, checkpoint=checkpoint, budget=budget
-        )
-        return with_overhead_notes(result, tools, self.reserve_tokens)
-
-    @abstractmethod
-    def _plan(
-        self,
-        messages: Sequence[Message],
-        *,
-        counter: TokenCounter,
-        checkpoint: CheckpointRecord | None,
-        budget: int,
-    ) -> PlanGenerator:
-        """The plan, with ``budget`` the tokens left for the messages."""
-
-
-class SummarizingStrategy(BudgetedStrategy):
-    """Base of the strategies that fold older messages into a summary within a token budget.
-
-    It opens every plan the same way (:func:`open_plan`: pairing checked, the checkpoint
-    rule applied, the prefix and newest unit checked against the budget before any call)
-    and hands the :class:`PlanState` to :meth:`_fold`, where each strategy does what makes
-    it different. Subclasses set ``placement``, ``summarizer`` and ``guard``.
-    """
-
-    placement: SummaryPlacement
-    summarizer: Summarizer | AsyncSummarizer
-    guard: LoopGuard
-
-    @property
-    @abstractmethod
-    def name(self) -> str:
-        """The strategy's name; it reuses the checkpoints made under it."""
-
-    def _init_summarizing(
-        self,
-        max_tokens: int,
-        *,
-        keep_recent: int,
-        summarizer: Summarizer | AsyncSummarizer,
-        placement: SummaryPlacement | None,
-        max_output_tokens: int | None,
-        instructions: str | None,
-        deadline_s: float | None,
-        max_failed_compactions: int,
-        tools: Sequence[Mapping[str, Any]] | None,
-        reserve_tokens: int,
-        options: Sequence[tuple[str, object]] = (),
-    ) -> None:
-        """Check and set the options :class:`Summarization` and ``Hybrid`` share.
-
-        ``options`` are the strategy's own integer options of at least 1, checked after
-        ``keep_recent`` (the attributes are the caller's to set).
-
-        Raises:
-            ValueError: a numeric option is out of range (``BudgetError`` for the budget).
-        """
-        check_option("max_tokens", max_tokens, 1, budget=True)
-        check_option("keep_recent", keep_recent, 1)
-        for option, value in options:
-            check_option(option, value, 1)
-        check_option("max_failed_compactions", max_failed_compactions, 0)
-        self.max_tokens = max_tokens
-        self.keep_recent = keep_recent
-        self.summarizer = summarizer
-        self.placement = placement if placement is not None else SummaryPlacement()
-        self.max_output_tokens = max_output_tokens
-        self.instructions = instructions
-        self.deadline_s = deadline_s
-        self.guard = LoopGuard(max_failed_compactions)
-        self._init_tools(tools, reserve_tokens)
-
-    def _plan(
-        self,
-        messages: Sequence[Message],
-        *,
-        counter: TokenCounter,
-        checkpoint: CheckpointRecord | None,
-        budget: int,
-    ) -> PlanGenerator:
-        st = open_plan(
-            messages,
-            checkpoint,
-            name=self.name,
-            counter=counter,
-            placement=self.placement,
-            max_tokens=self.max_tokens,
-            budget=budget,
-        )
-        return (yield from self._fold(st, budget))
-
-    @abstractmethod
-    def _fold(self, st: PlanState, budget: int) -> PlanGenerator:
-        """The plan once opened, with ``budget`` the tokens left for the messages."""
-
-
-@dataclass(frozen=True, slots=True)
-class PlanState:
-    """What every summarizing plan starts from: the history read against its checkpoint.
-
-    Attributes:
-        history: the caller's messages (never copied).
-        name: the strategy's name (checkpoints of other names are not reused).
-        counter: the token counter of the build.
-        placement: how the strategy frames its summary.
-        budget: tokens left for the messages (None when the strategy has no token budget).
-        prefix_len: length of the system prefix.
-        covered: where the reused checkpoint's coverage ends (None without one).
-        cuts: the safe cut points from ``base_from`` on.
-        prior: the checkpoint that applies, if any.
-        base_from: where the messages not yet summarized start.
-        prior_text: the prior checkpoint's summary, stripped.
-        salt: what summary ids are derived with (the name and the prior checkpoint's id).
-        prior_sid: the message id of the prior summary in the current view.
-    """
-
-    history: Sequence[Message]
-    name: str
-    counter: TokenCounter
-    placement: SummaryPlacement
-    budget: int | None
-    prefix_len: int
-    covered: int | None
-    cuts: list[int]
-    prior: CheckpointRecord | None
-    base_from: int
-    prior_text: str | None
-    salt: str
-    prior_sid: str
-
-    def view(self) -> Assembly:
-        """``prefix + [prior summary] + every message after it``, untrimmed."""
-        view = assemble(
-            self.history,
-            self.prefix_len,
-            summary=self.prior_text,
-            placement=self.placement,
-            summary_msg_id=self.prior_sid,
-            tail_from=self.base_from,
-            cuts=self.cuts,
-            counter=self.counter,
-            max_tokens=None,
-        )
-        assert view is not None  # no budget given: never trimmed
-        return view
-
-    def within_budget(self, summary: str, sid: str, tail_from: int) -> Assembly | None:
-        """``prefix + [summary] + history[tail_from:]``, the tail trimmed to fit ``budget``.
-
-        None when the summary and the newest unit do not fit together (see :func:`assemble`).
-        """
-        assert self.budget is not None  # only strategies with a token budget trim
-        return assemble(
-            self.history,
-            self.prefix_len,
-            summary=summary,
-            placement=self.placement,
-            summary_msg_id=sid,
-            tail_from=tail_from,
-            cuts=self.cuts,
-            counter=self.counter,
-            max_tokens=self.budget,
-        )
-
-    def result(self, asm: Assembly, **fields: Any) -> StrategyResult:
-        """:func:`build_result` for this plan; ``fields`` are its keyword arguments."""
-        return build_result(
-            self.name, self.history, self.counter, asm, prefix_len=self.prefix_len, **fields
-        )
-
-    def unchanged(
-        self, view: Assembly, note: str, *, known_tokens_before: int | None = None
-    ) -> StrategyResult:
-        """The result when ``view`` is sent as it is (the prior checkpoint, if any, reused)."""
-        return self.result(
-            view,
-            covered_end=self.covered,
-            reused=self.prior,
-            notes=[note],
-            known_tokens_before=known_tokens_before,
-        )
-
-    def trimmed(self) -> tuple[Assembly, bool]:
-        """The sliding window within ``budget``, on top of the prior summary when it fits.
-
-        Returns the assembly and whether the prior summary was kept (see :func:`trim_view`).
-        """
-        assert self.budget is not None  # only strategies with a token budget trim
-        return trim_view(
-            self.history,
-            self.prefix_len,
-            summary=self.prior_text,
-            placement=self.placement,
-            summary_msg_id=self.prior_sid,
-            tail_from=self.base_from,
-            cuts=self.cuts,
-            counter=self.counter,
-            max_tokens=self.budget,
-        )
-
-    def trimmed_result(self, asm: Assembly, with_prior: bool, **fields: Any) -> StrategyResult:
-        """The result for ``asm``, which carries the prior summary when ``with_prior``."""
-        return self.result(
-            asm,
-            covered_end=self.covered if with_prior else None,
-            reused=self.prior if with_prior else None,
-            **fields,
-        )
-
-    def fallback(
-        self,
-        reason: str,
-        code: str | None,
-        *,
-        usage: Usage | None = None,
-        calls: int = 0,
-        notes: Sequence[str] = (),
-        kept: str = "summary",
-    ) -> StrategyResult:
-        """The sliding-window fallback, saying why; ``kept`` names what the prior summary is."""
-        asm, with_prior = self.trimmed()
-        how = (
-            f"kept the previous {kept} and trimmed the newer messages with the sliding window"
-            if with_prior
-            else "trimmed with the sliding window"
-        )
-        return self.trimmed_result(
-            asm,
-            with_prior,
-            fallback=reason,
-            failure_code=code,
-            usage=usage,
-            calls=calls,
-            notes=[*notes, f"fell back: {reason}; {how}"],
-        )
-
-    def replaced_tokens(self, end: int) -> int:
-        """Tokens a summary covering up to ``end`` replaces: the new span and prior summary."""
-        replaced = self.counter.count_messages(self.history[self.base_from : end])
-        if self.prior_text is not None:
-            replaced += summary_message_tokens(self.prior_text, self.placement, self.counter)
-        return replaced
-
-    def summarize(
-        self, summarizer: Summarizer | AsyncSummarizer, request: SummaryRequest, *, end: int
-    ) -> Generator[SummaryCall, SummarizationResult, tuple[SummarizationResult, Usage, Problem]]:
-        """Ask for one summary covering up to ``end``; returns it, its usage and any problem.
-
-        The problem (see :func:`check_summary`) is None when the summary can be used.
-        """
-        replaced = self.replaced_tokens(end)
-        result = yield SummaryCall(summarizer, request)
-        usage = add_usage(Usage(), result)
-        problem = check_summary(
-            result, replaced_tokens=replaced, placement=self.placement, counter=self.counter
-        )
-        return result, usage, problem
-
-    def record(self, summary: str, end: int, asm: Assembly, **fields: Any) -> CheckpointRecord:
-        """The checkpoint for ``summary`` covering up to ``end``, built into ``asm``."""
-        history = self.history
-        tail = asm.tail_start
-        return CheckpointRecord(
-            summary=summary,
-            last_covered_id=history[end - 1].id,
-            first_kept_id=history[tail].id if tail < len(history) else None,
-            strategy=self.name,
-            previous_id=self.prior.id if self.prior is not None else None,
-            tokens_after=asm.tokens,
-            **fields,
-        )
-
-
-def open_plan(
-    history: Sequence[Message],
-    checkpoint: CheckpointRecord | None,
-    *,
-    name: str,
-    counter: TokenCounter,
-    placement: SummaryPlacement,
-    max_tokens: int | None = None,
-    budget: int | None = None,
-) -> PlanState:
-    """Validate ``history``, apply the checkpoint rule and gather what a plan starts from.
-
-    With ``max_tokens``, :func:`require_fit` checks before any summarizer call that the
-    prefix and the newest unit fit next to what ``max_tokens - budget`` reserves.
-
-    Raises:
-        PairingError: the checked part of the history breaks the pairing invariant.
-        BudgetError: the prefix and the newest unit cannot fit.
-    """
-    p, covered = prepare_from(history, checkpoint, name)
-    cuts = cut_points(history, p if covered is None else covered)
-    if max_tokens is not None:
-        reserved = max_tokens - (budget if budget is not None else max_tokens)
-        require_fit(history, p, cuts, counter, max_tokens, reserved=reserved)
-    prior = checkpoint if covered is not None else None
-    base_from = covered if covered is not None else p
-    salt = name + (prior.id if prior is not None else "")
-    return PlanState(
-        history=history,
-        name=name,
-        counter=counter,
-        placement=placement,
-        budget=budget,
-        prefix_len=p,
-        covered=covered,
-        cuts=cuts,
-        prior=prior,
-        base_from=base_from,
-        prior_text=prior.summary.strip() if prior is not None else None,
-        salt=salt,
-        prior_sid=make_summary_id(history, p, base_from, salt),
-    )

@@ -48,8 +48,6 @@ from contextfold.errors import ContextfoldError
 from contextfold.messages import Message, TextPart
 from contextfold.strategies._common import (
     LoopGuard,
-    PlanState,
-    SummarizingStrategy,
     add_usage,
     check_summary,
     deadline_from,
@@ -57,6 +55,7 @@ from contextfold.strategies._common import (
     make_summary_id,
     summary_message_tokens,
 )
+from contextfold.strategies._plan import PlanState, SummarizingStrategy
 from contextfold.strategies.base import (
     PlanGenerator,
     StrategyResult,

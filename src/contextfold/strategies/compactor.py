@@ -35,15 +35,14 @@ from contextfold.messages import Message
 from contextfold.strategies._common import (
     Assembly,
     LoopGuard,
-    PlanState,
     assemble,
     char_size,
     check_option,
     deadline_from,
     make_summary_id,
     message_chars,
-    open_plan,
 )
+from contextfold.strategies._plan import PlanState, open_plan
 from contextfold.strategies.base import (
     PlanGenerator,
     StrategyResult,

@@ -22,8 +22,6 @@ from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.strategies._common import (
-    PlanState,
-    SummarizingStrategy,
     add_usage,
     cap_output,
     check_summary,
@@ -34,6 +32,7 @@ from contextfold.strategies._common import (
     summary_room,
     trim_view,
 )
+from contextfold.strategies._plan import PlanState, SummarizingStrategy
 from contextfold.strategies.base import (
     PlanGenerator,
     SummaryCall,

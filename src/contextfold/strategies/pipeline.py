@@ -27,7 +27,6 @@ from typing import Any
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message
 from contextfold.strategies._common import (
-    BudgetedStrategy,
     assemble,
     check_option,
     cut_points,
@@ -38,6 +37,7 @@ from contextfold.strategies._common import (
     require_fit,
     with_tools,
 )
+from contextfold.strategies._plan import BudgetedStrategy
 from contextfold.strategies.base import (
     PlanGenerator,
     Strategy,

@@ -20,14 +20,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextfold.strategies._common import (
-    PlanState,
-    SummarizingStrategy,
     cap_output,
     deadline_from,
     make_summary_id,
     recent_start,
     summary_room,
 )
+from contextfold.strategies._plan import PlanState, SummarizingStrategy
 from contextfold.strategies.base import (
     PlanGenerator,
     SummaryPlacement,
