@@ -128,23 +128,16 @@ class Summarization(SummarizingStrategy):
         )
         span = tuple(history[p:k])
         found = st.covered is not None and st.covered > p
-        if prior is not None and not found:
-            request = SummaryRequest(
-                span,
-                previous_summary=st.prior_text,
-                kind="update",
-                instructions=self.instructions,
-                max_output_tokens=max_output,
-                deadline=deadline_from(self.deadline_s),
-            )
-        else:
-            request = SummaryRequest(
-                span,
-                kind="summary",
-                instructions=self.instructions,
-                max_output_tokens=max_output,
-                deadline=deadline_from(self.deadline_s),
-            )
+        # The covered messages were not passed in: merge the prior summary instead.
+        update = prior is not None and not found
+        request = SummaryRequest(
+            span,
+            previous_summary=st.prior_text if update else None,
+            kind="update" if update else "summary",
+            instructions=self.instructions,
+            max_output_tokens=max_output,
+            deadline=deadline_from(self.deadline_s),
+        )
         result, usage, problem = yield from st.summarize(self.summarizer, request, end=k)
         if problem is not None:
             self.guard.failed()
