@@ -31,7 +31,7 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import BudgetError, PairingError
 from contextfold.messages import Message
 from contextfold.strategies.base import PlanGenerator, StrategyResult
-from contextfold.tokens.base import TokenCounter
+from contextfold.tokens.base import BaseCounter, TokenCounter
 from contextfold.turns import prefix_length, validate
 
 __all__ = ["SlidingWindow", "WindowFit", "fit_window", "window_result"]
@@ -123,6 +123,10 @@ def fit_window(
         )
 
     count = counter.count_message
+    # With a BaseCounter the count sits in the message's own cache: read it inline, and call
+    # the counter only on a miss (this loop is the whole cost of a steady build).
+    inline = type(counter).count_message is BaseCounter.count_message
+    cache_key = counter.cache_key if inline else None
     room = budget - fixed
     tail = 0
     # Results seen in the tail whose call has not been seen yet (walking backwards), with
@@ -136,7 +140,9 @@ def fit_window(
     i = n - 1
     while i >= floor:
         m = messages[i]
-        cost = count(m)
+        cost = m._token_cache.get(cache_key) if cache_key is not None else None
+        if cost is None:
+            cost = count(m)
         if tail + cost > room:
             over = True
             break
