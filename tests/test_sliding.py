@@ -4,6 +4,8 @@ from collections.abc import Sequence
 from typing import Any, overload
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import BudgetError, PairingError
@@ -319,3 +321,66 @@ def test_input_not_mutated_and_deterministic() -> None:
     assert history == snapshot
     assert [m.to_dict() for m in history] == before
     assert a.messages == b.messages
+
+
+_EVENTS = st.lists(
+    st.one_of(
+        st.tuples(st.just("user"), st.booleans()),
+        st.tuples(st.just("text"), st.booleans()),
+        st.tuples(st.just("call"), st.lists(st.sampled_from("abc"), min_size=1, max_size=2)),
+        st.tuples(st.just("result"), st.sampled_from("abc")),
+        st.tuples(
+            st.just("user_results"), st.lists(st.sampled_from("abc"), min_size=1, max_size=2)
+        ),
+        st.tuples(st.just("system"), st.booleans()),
+    ),
+    max_size=14,
+)
+
+
+def _from_events(events: list[tuple[str, object]]) -> list[Message]:
+    out = [Message.system("sys", id="s")]
+    for k, (kind, arg) in enumerate(events):
+        if kind == "user":
+            out.append(Message.user(f"u{k}", id=f"m{k}"))
+        elif kind == "text":
+            out.append(Message.assistant(f"a{k}", id=f"m{k}"))
+        elif kind == "call":
+            calls = [ToolCallPart(str(c), "f", "{}") for c in arg]  # type: ignore[attr-defined]
+            out.append(Message.assistant(tool_calls=calls, id=f"m{k}"))
+        elif kind == "result":
+            out.append(Message.tool_result(str(arg), "ok", id=f"m{k}"))
+        elif kind == "user_results":
+            parts = [ToolResultPart(str(c), "ok") for c in arg]  # type: ignore[attr-defined]
+            out.append(Message("user", tuple(parts), id=f"m{k}"))
+        else:
+            out.append(Message.system(f"late {k}", id=f"m{k}"))
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(events=_EVENTS, budget=st.integers(min_value=20, max_value=200))
+def test_pairing_check_in_the_walk_agrees_with_validate(
+    events: list[tuple[str, object]], budget: int
+) -> None:
+    """The window's pairing check, folded into the backward walk, raises exactly when
+    :func:`contextfold.turns.validate` rejects the window that would be sent."""
+    history = _from_events(events)
+    try:
+        loose = fit_window(history, budget, TEN, check_pairing=False)
+    except (BudgetError, PairingError):
+        return  # raised before any pairing check of the window
+    window = history[loose.start :]
+    try:
+        validate(window)
+        valid = True
+    except PairingError:
+        valid = False
+    if valid:
+        strict = fit_window(history, budget, TEN)
+        assert strict == loose
+    else:
+        with pytest.raises(PairingError) as err:
+            fit_window(history, budget, TEN)
+        assert err.value.index is not None
+        assert err.value.index >= loose.start

@@ -32,7 +32,7 @@ from contextfold.errors import BudgetError, PairingError
 from contextfold.messages import Message
 from contextfold.strategies.base import PlanGenerator, StrategyResult
 from contextfold.tokens.base import BaseCounter, TokenCounter
-from contextfold.turns import prefix_length, validate
+from contextfold.turns import prefix_length
 
 __all__ = ["SlidingWindow", "WindowFit", "fit_window", "window_result"]
 
@@ -67,6 +67,10 @@ class WindowFit:
     def messages(self, history: Sequence[Message]) -> list[Message]:
         """The kept messages of ``history``: prefix then tail."""
         return [*history[: self.prefix_end], *history[self.start :]]
+
+
+# Roles whose message, carrying no tool result, must not stand between a call and its result.
+_BREAKS_PAIRS = frozenset({"user", "system", "developer"})
 
 
 def fit_window(
@@ -137,6 +141,10 @@ def fit_window(
     best_unit = n
     best_unit_tokens = 0
     over = False
+    # The first pairing fault met on the way back (the newest one), checked against the
+    # final start below: only faults inside the part that is sent matter. Folding the check
+    # into this walk saves a second pass over the window on every build.
+    fault: tuple[int, str, str] | None = None
     i = n - 1
     while i >= floor:
         m = messages[i]
@@ -149,15 +157,31 @@ def fit_window(
         tail += cost
         # Inlined _walk and is_turn_start: this loop is the whole cost of a build.
         results_only = bool(m.parts)
+        has_results = False
         for part in m.parts:
             kind = part.kind
             if kind == "tool_result":
-                pending[part.call_id] = i  # type: ignore[union-attr]
+                has_results = True
+                cid = part.call_id  # type: ignore[union-attr]
+                if cid in pending and fault is None:
+                    fault = (i, cid, f"tool result for {cid!r} at message {i} answered twice")
+                pending[cid] = i
             else:
                 results_only = False
                 if kind == "tool_call":
-                    pending.pop(part.id, None)  # type: ignore[union-attr]
-        if not pending:
+                    cid = part.id  # type: ignore[union-attr]
+                    if pending.pop(cid, None) is None and fault is None:
+                        fault = (i, cid, f"tool call {cid!r} (message {i}) has no result")
+        if pending:
+            if fault is None and not has_results and m.role in _BREAKS_PAIRS:
+                cid, at = max(pending.items(), key=lambda kv: kv[1])
+                fault = (
+                    i,
+                    cid,
+                    f"tool result for {cid!r} (message {at}) is cut off from its "
+                    f"call by message {i}",
+                )
+        else:
             best_unit, best_unit_tokens = i, tail
             if i == floor or (m.role == "user" and not results_only):
                 best_turn, best_turn_tokens = i, tail
@@ -190,17 +214,13 @@ def fit_window(
             required=fixed + needed[0],
         )
 
-    if check_pairing and start < n:
-        try:
-            validate(messages[start:])
-        except PairingError as exc:
-            where = None if exc.index is None else exc.index + start
-            raise PairingError(
-                f"in the window starting at message {start}: {exc} "
-                f"(message {where} of the history)",
-                index=where,
-                call_id=exc.call_id,
-            ) from exc
+    if check_pairing and fault is not None and fault[0] >= start:
+        at, call_id, what = fault
+        raise PairingError(
+            f"in the window starting at message {start}: {what}",
+            index=at,
+            call_id=call_id,
+        )
     return WindowFit(prefix_end, start, prefix_tokens, tail_tokens, reserved, split)
 
 
