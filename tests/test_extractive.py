@@ -382,3 +382,21 @@ def test_token_readings_are_remembered_within_a_bound(monkeypatch: pytest.Monkey
     assert len(ph._TOKENS) == 40  # over the bound now: the next call starts afresh
     assert fast_phrases(second, ["x"]) == before
     assert set(ph._TOKENS) == {f"beta{i}" for i in range(40)}
+
+
+def test_opening_request_survives_a_tight_budget() -> None:
+    """The first user request frames the span: it is kept even when the summary has room for
+    little else, ahead of the dense key phrases of later messages."""
+    chat = [Message.user("Hi, I was charged twice for my plan. Orders LS-48213 and LS-48219.")]
+    for k in range(30):
+        chat.append(
+            Message.assistant(f"Ticket RF-{7700 + k} opened on {k + 1} March, $1{k}.00 due.")
+        )
+        chat.append(Message.user(f"Version 5.2.{k} on a Pixel {k}, 1,2{k}4 files."))
+    result = ExtractiveSummarizer().summarize(
+        SummaryRequest(messages=tuple(chat), max_output_tokens=110)
+    )
+    assert result.ok
+    request_section = result.text.split("## Key technical concepts")[0]
+    assert "charged twice for my plan" in request_section
+    assert ApproxCounter().count_text(result.text) <= 110

@@ -416,7 +416,9 @@ def _collect(messages: Sequence[Message], read: set[str], modified: set[str]) ->
         technical = "/" in own or _has_ident_hint(own)
         density = 0.35 if technical else 0.12
         if rank == 0:
-            density += 0.15
+            # The opening request frames everything after it: it goes in first whenever it
+            # fits, even in a summary too small for much else.
+            density = 2.0
         if is_correction:
             density = 0.5
         density *= 1.0 + 0.5 * (i / max(1, n))
