@@ -400,3 +400,31 @@ def test_opening_request_survives_a_tight_budget() -> None:
     request_section = result.text.split("## Key technical concepts")[0]
     assert "charged twice for my plan" in request_section
     assert ApproxCounter().count_text(result.text) <= 110
+
+
+def test_update_keeps_the_conversations_opening_request_first() -> None:
+    """Merging a previous summary: the request that opened the conversation keeps the first
+    place; the first message of the new span is not promoted over it."""
+    first = ExtractiveSummarizer().summarize(
+        SummaryRequest(
+            messages=(
+                Message.user("Please migrate the billing service to PostgreSQL 16."),
+                Message.assistant("Started with the schema in db/schema.sql."),
+            ),
+            max_output_tokens=200,
+        )
+    )
+    later = ExtractiveSummarizer().summarize(
+        SummaryRequest(
+            messages=(
+                Message.user("A Pixel 8."),
+                Message.assistant("Noted: device Pixel 8, app 5.2.3, build 4417 on 3 March."),
+            ),
+            previous_summary=first.text,
+            kind="update",
+            max_output_tokens=90,
+        )
+    )
+    assert later.ok
+    request_section = later.text.split("## Key technical concepts")[0]
+    assert "migrate the billing service" in request_section

@@ -101,6 +101,8 @@ _PENDING_RE = re.compile(
 _SPACE_RE = re.compile(r"\s+")
 
 _VERBATIM_LIMIT = 240
+_OPENING_DENSITY = 2.0  # salience per character of the request that opens the conversation
+_PLAIN_REQUEST_DENSITY = 0.27  # ... and of the first request of a later span
 _LINE_LIMIT = 200
 
 
@@ -417,8 +419,9 @@ def _collect(messages: Sequence[Message], read: set[str], modified: set[str]) ->
         density = 0.35 if technical else 0.12
         if rank == 0:
             # The opening request frames everything after it: it goes in first whenever it
-            # fits, even in a summary too small for much else.
-            density = 2.0
+            # fits, even in a summary too small for much else (a merged previous summary
+            # hands this place to the conversation's own opening, see _merge_previous).
+            density = _OPENING_DENSITY
         if is_correction:
             density = 0.5
         density *= 1.0 + 0.5 * (i / max(1, n))
@@ -557,6 +560,12 @@ def _merge_previous(items: list[_Item], previous: str) -> list[_Item]:
     new_keys = {_norm(it.text) for it in items}
     has_new = {it.section for it in items}
     out = list(items)
+    if sections.get(_REQUEST):
+        # The span continues a conversation: its first request is not the opening one, and
+        # the previous summary's requests keep the first place instead.
+        for it in out:
+            if it.section == _REQUEST and it.score >= _OPENING_DENSITY * (len(it.text) + 3):
+                it.score = _PLAIN_REQUEST_DENSITY * (len(it.text) + 3)
     for section, lines in sections.items():
         if section in (_CURRENT, _NEXT) and section in has_new:
             continue  # stale: the new span says what is happening now
@@ -565,8 +574,11 @@ def _merge_previous(items: list[_Item], previous: str) -> list[_Item]:
             if not key or key in new_keys:
                 continue
             new_keys.add(key)
-            # Earlier facts keep a bonus: they already won a place once.
+            # Earlier facts keep a bonus: they already won a place once; the requests that
+            # opened the conversation keep the first place.
             score = 2.5 * (len(line) / 10 + 1)
+            if section == _REQUEST:
+                score = max(score, _OPENING_DENSITY * (len(line) + 3))
             out.append(_Item(section, line, score, -1000 + k, "prev:" + key))
     return out
 
