@@ -34,6 +34,7 @@ from typing import Any
 from contextfold.errors import BudgetError
 from contextfold.formats import anthropic as anthropic_format
 from contextfold.formats import openai_chat
+from contextfold.formats.claude_code import merge_records
 from contextfold.messages import Message
 from contextfold.strategies.base import run
 from contextfold.strategies.checkpoint import Checkpoint
@@ -54,33 +55,7 @@ COUNTER = ApproxCounter()
 
 def _claude_code_payload(path: Path) -> list[dict[str, Any]]:
     """A Claude Code session merged into Messages API messages (as the data README says)."""
-    out: list[dict[str, Any]] = []
-    for line in path.read_text().splitlines():
-        r = json.loads(line)
-        if r.get("type") not in ("user", "assistant") or not isinstance(r.get("message"), dict):
-            continue
-        m = r["message"]
-        c = m["content"]
-        blocks = [{"type": "text", "text": c}] if isinstance(c, str) else list(c)
-        results = all(b.get("type") == "tool_result" for b in blocks)
-        if m["role"] == "assistant":
-            if out and out[-1]["role"] == "assistant" and out[-1]["_id"] == m.get("id"):
-                out[-1]["content"] += blocks
-            elif (
-                len(out) >= 2
-                and out[-2]["role"] == "assistant"
-                and out[-2]["_id"] == m.get("id")
-                and out[-1]["_results"]
-            ):
-                out[-2]["content"] += blocks
-            else:
-                out.append({"role": "assistant", "content": blocks, "_id": m.get("id"),
-                            "_results": False})  # fmt: skip
-        elif results and out and out[-1]["role"] == "user" and out[-1]["_results"]:
-            out[-1]["content"] += blocks
-        else:
-            out.append({"role": "user", "content": blocks, "_id": None, "_results": results})
-    return [{"role": x["role"], "content": x["content"]} for x in out]
+    return merge_records(json.loads(line) for line in path.read_text().splitlines() if line)
 
 
 def _tau_conversations(limit: int | None) -> list[list[dict[str, Any]]]:

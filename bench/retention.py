@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from contextfold.formats.claude_code import merge_records
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from contextfold.strategies.base import run
 from contextfold.strategies.checkpoint import Checkpoint
@@ -235,35 +236,6 @@ def bench_locomo(tiny: bool) -> dict[str, Any]:
 _PATH = re.compile(r"(?<![\w.])(?:/?[\w.@-]+/)+[\w@-][\w.@-]*\.[A-Za-z0-9]{1,8}\b")
 
 
-def _merge_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The data README's merge of one-block-per-line records into API messages."""
-    out: list[dict[str, Any]] = []
-    for r in records:
-        m = r["message"]
-        c = m["content"]
-        blocks = [{"type": "text", "text": c}] if isinstance(c, str) else list(c)
-        is_results = all(b.get("type") == "tool_result" for b in blocks)
-        if m["role"] == "assistant":
-            if out and out[-1]["role"] == "assistant" and out[-1]["_id"] == m.get("id"):
-                out[-1]["content"] += blocks
-            elif (
-                len(out) >= 2
-                and out[-2]["role"] == "assistant"
-                and out[-2]["_id"] == m.get("id")
-                and out[-1]["_results"]
-            ):
-                out[-2]["content"] += blocks
-            else:
-                out.append(
-                    {"role": "assistant", "content": blocks, "_id": m.get("id"), "_results": False}
-                )
-        elif is_results and out and out[-1]["role"] == "user" and out[-1]["_results"]:
-            out[-1]["content"] += blocks
-        else:
-            out.append({"role": "user", "content": blocks, "_id": None, "_results": is_results})
-    return out
-
-
 def anthropic_to_messages(payload: Sequence[dict[str, Any]]) -> list[Message]:
     """Anthropic messages to ours (a small local converter, enough for this benchmark)."""
     out: list[Message] = []
@@ -309,7 +281,7 @@ def claude_code_session(path: Path) -> tuple[list[Message], str, str]:
                 continue
             if not seen_boundary:
                 before.append(r)
-    return anthropic_to_messages(_merge_records(before)), summary, cwd
+    return anthropic_to_messages(merge_records(before)), summary, cwd
 
 
 _URL = re.compile(r"[a-z][a-z+.-]*://\S+")

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from contextfold.formats.claude_code import merge_records
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 IN_CI = bool(os.environ.get("CI"))
@@ -31,42 +33,10 @@ def claude_code_payload(
     path: Path, *, include_compact_summary: bool = True
 ) -> list[dict[str, Any]]:
     """Merge a Claude Code session's JSONL records into Anthropic messages (data README)."""
-    out: list[dict[str, Any]] = []
-    with path.open() as fh:
-        for line in fh:
-            r = json.loads(line)
-            if r.get("type") not in ("user", "assistant") or not isinstance(r.get("message"), dict):
-                continue
-            if r.get("isCompactSummary") and not include_compact_summary:
-                continue
-            m = r["message"]
-            c = m["content"]
-            blocks = [{"type": "text", "text": c}] if isinstance(c, str) else list(c)
-            is_results = all(b.get("type") == "tool_result" for b in blocks)
-            if m["role"] == "assistant":
-                if out and out[-1]["role"] == "assistant" and out[-1]["_id"] == m.get("id"):
-                    out[-1]["content"] += blocks
-                elif (
-                    len(out) >= 2
-                    and out[-2]["role"] == "assistant"
-                    and out[-2]["_id"] == m.get("id")
-                    and out[-1]["_results"]
-                ):
-                    out[-2]["content"] += blocks
-                else:
-                    out.append(
-                        {
-                            "role": "assistant",
-                            "content": blocks,
-                            "_id": m.get("id"),
-                            "_results": False,
-                        }
-                    )
-            elif is_results and out and out[-1]["role"] == "user" and out[-1]["_results"]:
-                out[-1]["content"] += blocks
-            else:
-                out.append({"role": "user", "content": blocks, "_id": None, "_results": is_results})
-    return [{"role": x["role"], "content": x["content"]} for x in out]
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not include_compact_summary:
+        records = [r for r in records if not r.get("isCompactSummary")]
+    return merge_records(records)
 
 
 def claude_code_main_sessions() -> list[Path]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from contextfold.errors import ContextfoldError, FormatError
+from contextfold.formats.claude_code import merge_records as merge_claude_code
 from contextfold.messages import Message
 
 EXIT_OK = 0
@@ -239,46 +240,6 @@ def _is_claude_code_log(records: list[Any]) -> bool:
         and isinstance(r.get("message"), dict)
         for r in records
     )
-
-
-def merge_claude_code(records: Sequence[Any]) -> list[dict[str, Any]]:
-    """Merge a Claude Code session log into Anthropic messages.
-
-    The log stores one content block per line; blocks of one API message share
-    ``message.id``, and parallel tool calls interleave with earlier results. Progress,
-    snapshot and system records are skipped.
-    """
-    out: list[dict[str, Any]] = []
-    for r in records:
-        if not isinstance(r, dict) or r.get("type") not in ("user", "assistant"):
-            continue
-        m = r.get("message")
-        if not isinstance(m, dict) or "content" not in m:
-            continue
-        c = m["content"]
-        blocks = [{"type": "text", "text": c}] if isinstance(c, str) else list(c)
-        only_results = bool(blocks) and all(
-            isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks
-        )
-        if m.get("role") == "assistant":
-            if out and out[-1]["role"] == "assistant" and out[-1]["_id"] == m.get("id"):
-                out[-1]["content"] += blocks
-            elif (
-                len(out) >= 2
-                and out[-2]["role"] == "assistant"
-                and out[-2]["_id"] == m.get("id")
-                and out[-1]["_results"]
-            ):
-                out[-2]["content"] += blocks
-            else:
-                out.append(
-                    {"role": "assistant", "content": blocks, "_id": m.get("id"), "_results": False}
-                )
-        elif only_results and out and out[-1]["role"] == "user" and out[-1]["_results"]:
-            out[-1]["content"] += blocks
-        else:
-            out.append({"role": "user", "content": blocks, "_id": None, "_results": only_results})
-    return [{"role": x["role"], "content": x["content"]} for x in out]
 
 
 def _swe_agent_history(history: list[Any]) -> list[dict[str, Any]]:
