@@ -13,7 +13,7 @@ stores and the CLI; it carries a format version so stored logs stay readable.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, Union
 
@@ -436,8 +436,3 @@ def _part_from_dict(data: Any, where: str) -> Part:
             extra=extra,
         )
     raise FormatError(f"unknown part kind {kind!r}", field=f"{where}.kind")
-
-
-def role_sequence(messages: Sequence[Message]) -> str:
-    """A compact role string (``"s u a t"`` ...), handy in error messages and tests."""
-    return " ".join(m.role[0] for m in messages)

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from contextfold.checkpoints import CheckpointRecord
-from contextfold.errors import CancelledError
 from contextfold.messages import Message, TextPart
 from contextfold.summarizers.base import (
     AsyncSummarizer,
@@ -287,12 +286,6 @@ def dry_run(
     except StopIteration as stop:
         result: StrategyResult = stop.value
         return result
-
-
-def raise_if_cancelled(request: SummaryRequest) -> None:
-    """Raise :class:`CancelledError` when the request's token was cancelled."""
-    if request.cancelled:
-        raise CancelledError(request.cancel.reason if request.cancel else "cancelled")
 
 
 # -- summary placement --------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -235,8 +235,3 @@ def precheck(request: SummaryRequest) -> SummarizationResult | None:
     if request.expired:
         return SummarizationResult.failure("deadline passed before start", "timeout")
     return None
-
-
-def texts_of(messages: Sequence[Message]) -> list[str]:
-    """The text of each message (helper for simple summarizers)."""
-    return [m.text for m in messages]
