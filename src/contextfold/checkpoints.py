@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextfold.errors import FormatError
-from contextfold.summarizers.base import Usage
+from contextfold.usage import Usage
 
 __all__ = ["CHECKPOINT_FORMAT_VERSION", "CheckpointRecord"]
 

@@ -1,6 +1,7 @@
 """One exception tree for everything contextfold raises.
 
     ContextfoldError
+    ├── ConfigError          a bad argument or option (also a ValueError)
     ├── FormatError          a provider payload or serialized message is malformed
     ├── PairingError         a tool call and its result are not properly paired
     ├── BudgetError          the context cannot fit the token budget (and why)
@@ -19,6 +20,7 @@ from __future__ import annotations
 __all__ = [
     "BudgetError",
     "CancelledError",
+    "ConfigError",
     "ConflictError",
     "ContextfoldError",
     "FormatError",
@@ -31,6 +33,22 @@ __all__ = [
 
 class ContextfoldError(Exception):
     """Base class of every error raised by contextfold."""
+
+
+class ConfigError(ContextfoldError, ValueError):
+    """A constructor or function was given a bad argument.
+
+    Raised where the mistake is made (in the constructor, not at the first build), with the
+    argument's name and the value given, so every kind of misuse is caught by one
+    ``except ConfigError`` (or ``except ValueError``).
+
+    Attributes:
+        argument: the name of the bad argument, when there is one.
+    """
+
+    def __init__(self, message: str, *, argument: str | None = None) -> None:
+        super().__init__(message)
+        self.argument = argument
 
 
 class FormatError(ContextfoldError, ValueError):

@@ -24,8 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from contextfold.framing import FRAMING_TAGS, escape_text
 from contextfold.messages import Message, TextPart
-from contextfold.summarizers._serialize import FRAMING_TAGS, escape_text, serialize_transcript
+from contextfold.summarizers._serialize import serialize_transcript
 from contextfold.summarizers.base import SummaryKind, SummaryRequest
 
 __all__ = [

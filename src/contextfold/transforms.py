@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from contextfold.errors import BudgetError, PairingError
+from contextfold.framing import SummaryPlacement, place_summary, summary_id
 from contextfold.messages import Message
-from contextfold.strategies.base import SummaryPlacement, place_summary, summary_id
 from contextfold.strategies.sliding import fit_window
 from contextfold.tokens.base import TokenCounter
 from contextfold.turns import is_turn_start, prefix_length, validate

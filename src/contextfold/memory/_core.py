@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contextfold._drive import drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConflictError, StoreError
 from contextfold.memory._context import Context, ContextPlan
@@ -28,9 +29,10 @@ from contextfold.messages import Message
 from contextfold.stores.base import StoredMessage
 from contextfold.strategies._common import LoopGuard
 from contextfold.strategies.base import (
-    DRY_RUN_SUMMARY,
     Strategy,
     StrategyResult,
+    SummaryCall,
+    placeholder_summary,
 )
 from contextfold.summarizers.base import SummarizationResult
 from contextfold.tokens.base import TokenCounter
@@ -601,16 +603,15 @@ def _cid(ckpt: CheckpointRecord | None) -> str | None:
 
 def _dry_plan(strategy: Strategy, history: _History, counter: TokenCounter) -> StrategyResult:
     """Run the strategy answering every summary call with a placeholder."""
-    gen = strategy.plan(history.messages, counter=counter, checkpoint=history.checkpoint)
     calls = 0
-    try:
-        call = next(gen)
-        while True:
-            calls += 1
-            text = DRY_RUN_SUMMARY.format(n=len(call.request.messages))
-            call = gen.send(SummarizationResult.success(text, details={"dry_run": True}))
-    except StopIteration as stop:
-        result: StrategyResult = stop.value
+
+    def answer(call: SummaryCall) -> SummarizationResult:
+        nonlocal calls
+        calls += 1
+        return placeholder_summary(call)
+
+    gen = strategy.plan(history.messages, counter=counter, checkpoint=history.checkpoint)
+    result = drive(gen, answer)
     if result.summary_calls < calls:
         result = _replace_result(result, summary_calls=calls)
     return result

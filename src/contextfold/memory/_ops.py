@@ -19,11 +19,7 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ContextfoldError, StoreError
 from contextfold.messages import Message
 from contextfold.stores.base import AsyncStore, Store
-from contextfold.strategies.base import (
-    SummaryCall,
-    _call_async,
-    _call_sync,
-)
+from contextfold.strategies.base import SummaryCall, acall_summarizer, call_summarizer
 
 _T = TypeVar("_T")
 
@@ -94,7 +90,7 @@ def drive(store: Any, cid: str, core: CoreGen[_T]) -> _T:
             value, error = None, None
             try:
                 if isinstance(op, Summarize):
-                    value = _call_sync(op.call)
+                    value = call_summarizer(op.call)
                 elif isinstance(op, Lock):
                     value = stack.enter_context(store.compaction_lock(cid, ttl=op.ttl))
                 else:
@@ -119,7 +115,7 @@ async def adrive(store: Any, cid: str, core: CoreGen[_T]) -> _T:
             value, error = None, None
             try:
                 if isinstance(op, Summarize):
-                    value = await _call_async(op.call)
+                    value = await acall_summarizer(op.call)
                 elif isinstance(op, Lock):
                     if is_async:
                         cm = store.acompaction_lock(cid, ttl=op.ttl)

@@ -17,11 +17,11 @@ says why in ``StrategyResult.fallback`` and ``failure_code``.
 
 from __future__ import annotations
 
+from contextfold.framing import SummaryPlacement
 from contextfold.strategies.base import (
     Strategy,
     StrategyResult,
     SummaryCall,
-    SummaryPlacement,
     arun,
     dry_run,
     run,

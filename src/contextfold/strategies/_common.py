@@ -32,17 +32,14 @@ from typing import Any, TypeVar
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import BudgetError, FormatError, PairingError
+from contextfold.framing import SummaryPlacement, place_summary, summary_message_tokens
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from contextfold.strategies.base import (
-    StrategyResult,
-    SummaryPlacement,
-    place_summary,
-    summary_id,
-)
+from contextfold.strategies.base import StrategyResult
 from contextfold.strategies.sliding import fit_window
-from contextfold.summarizers.base import SummarizationResult, Usage
+from contextfold.summarizers.base import SummarizationResult
 from contextfold.tokens.base import TokenCounter
 from contextfold.turns import prefix_length, units, validate
+from contextfold.usage import Usage
 
 __all__ = [
     "Assembly",
@@ -60,14 +57,12 @@ __all__ = [
     "deadline_from",
     "fit_tail",
     "locate_checkpoint",
-    "make_summary_id",
     "message_chars",
     "prepare",
     "prepare_from",
     "ranges_of",
     "recent_start",
     "require_fit",
-    "summary_message_tokens",
     "summary_room",
     "trim_view",
     "with_overhead_notes",
@@ -173,12 +168,6 @@ def fit_tail(
             break
         best = c
     return best
-
-
-def summary_message_tokens(summary: str, placement: SummaryPlacement, counter: TokenCounter) -> int:
-    """Tokens the framed summary costs as a message of its own (an upper bound when merged)."""
-    msg = Message(placement.role, (TextPart(placement.frame(summary)),), id="summary")
-    return counter.count_message(msg)
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,16 +409,6 @@ def char_size(messages: Sequence[Message]) -> int:
 def add_usage(total: Usage, result: SummarizationResult) -> Usage:
     """``total`` plus the usage ``result`` reports, if any."""
     return total + result.usage if result.usage is not None else total
-
-
-def make_summary_id(history: Sequence[Message], start: int, end: int, salt: str) -> str:
-    """A deterministic id for a summary covering ``history[start:end]``.
-
-    Derived from the span's ends and length rather than every id in it, so it costs the
-    same for a span of ten messages or a million.
-    """
-    ends = (history[start], history[end - 1]) if end > start else ()
-    return summary_id(ends, f"{salt}:{end - start}")
 
 
 def build_result(

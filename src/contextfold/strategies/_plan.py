@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from contextfold.checkpoints import CheckpointRecord
+from contextfold.framing import SummaryPlacement, span_summary_id, summary_message_tokens
 from contextfold.messages import Message
 from contextfold.strategies._common import (
     Assembly,
@@ -28,10 +29,8 @@ from contextfold.strategies._common import (
     check_option,
     check_summary,
     cut_points,
-    make_summary_id,
     prepare_from,
     require_fit,
-    summary_message_tokens,
     trim_view,
     with_overhead_notes,
 )
@@ -39,7 +38,6 @@ from contextfold.strategies.base import (
     PlanGenerator,
     StrategyResult,
     SummaryCall,
-    SummaryPlacement,
 )
 from contextfold.summarizers.base import (
     AsyncSummarizer,
@@ -402,5 +400,5 @@ def open_plan(
         base_from=base_from,
         prior_text=prior.summary.strip() if prior is not None else None,
         salt=salt,
-        prior_sid=make_summary_id(history, p, base_from, salt),
+        prior_sid=span_summary_id(history, p, base_from, salt),
     )

@@ -13,35 +13,34 @@ overruns its deadline, yields a failure result instead of an exception.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Protocol, TypeAlias, runtime_checkable
 
+from contextfold._drive import adrive, drive
 from contextfold.checkpoints import CheckpointRecord
-from contextfold.messages import Message, TextPart
+from contextfold.messages import Message
 from contextfold.summarizers.base import (
     AsyncSummarizer,
     SummarizationResult,
     Summarizer,
     SummaryRequest,
-    Usage,
     precheck,
 )
 from contextfold.tokens.base import TokenCounter
+from contextfold.usage import Usage
 
 __all__ = [
     "PlanGenerator",
     "Strategy",
     "StrategyResult",
     "SummaryCall",
-    "SummaryPlacement",
+    "acall_summarizer",
     "arun",
+    "call_summarizer",
     "dry_run",
-    "escape_framing",
-    "place_summary",
+    "placeholder_summary",
     "run",
-    "summary_id",
 ]
 
 
@@ -183,7 +182,8 @@ def _default_counter(counter: TokenCounter | None) -> TokenCounter:
     return ApproxCounter()
 
 
-def _call_sync(call: SummaryCall) -> SummarizationResult:
+def call_summarizer(call: SummaryCall) -> SummarizationResult:
+    """Answer ``call`` synchronously; a summarizer that raises gives a failure result."""
     early = precheck(call.request)
     if early is not None:
         return early
@@ -204,7 +204,8 @@ def _call_sync(call: SummaryCall) -> SummarizationResult:
         return SummarizationResult.failure(f"summarizer raised {type(exc).__name__}: {exc}")
 
 
-async def _call_async(call: SummaryCall) -> SummarizationResult:
+async def acall_summarizer(call: SummaryCall) -> SummarizationResult:
+    """Answer ``call`` asynchronously, bounded by the request's deadline."""
     early = precheck(call.request)
     if early is not None:
         return early
@@ -235,13 +236,7 @@ def run(
 ) -> StrategyResult:
     """Run ``strategy`` synchronously, calling its summarizers as it asks."""
     gen = strategy.plan(messages, counter=_default_counter(counter), checkpoint=checkpoint)
-    try:
-        call = next(gen)
-        while True:
-            call = gen.send(_call_sync(call))
-    except StopIteration as stop:
-        result: StrategyResult = stop.value
-        return result
+    return drive(gen, call_summarizer)
 
 
 async def arun(
@@ -253,13 +248,7 @@ async def arun(
 ) -> StrategyResult:
     """Run ``strategy`` asynchronously; gives the same result as :func:`run`."""
     gen = strategy.plan(messages, counter=_default_counter(counter), checkpoint=checkpoint)
-    try:
-        call = next(gen)
-        while True:
-            call = gen.send(await _call_async(call))
-    except StopIteration as stop:
-        result: StrategyResult = stop.value
-        return result
+    return await adrive(gen, acall_summarizer)
 
 
 DRY_RUN_SUMMARY = "[dry run: a summary of {n} messages would go here]"
@@ -278,104 +267,10 @@ def dry_run(
     projections (the real summary's length is unknown until it is written).
     """
     gen = strategy.plan(messages, counter=_default_counter(counter), checkpoint=checkpoint)
-    try:
-        call = next(gen)
-        while True:
-            text = DRY_RUN_SUMMARY.format(n=len(call.request.messages))
-            call = gen.send(SummarizationResult.success(text, details={"dry_run": True}))
-    except StopIteration as stop:
-        result: StrategyResult = stop.value
-        return result
+    return drive(gen, placeholder_summary)
 
 
-# -- summary placement --------------------------------------------------------------------
-
-SummaryRole: TypeAlias = Literal["system", "user", "assistant"]
-
-
-@dataclass(frozen=True, slots=True)
-class SummaryPlacement:
-    """How an injected summary is shaped and placed.
-
-    Attributes:
-        role: role of the summary message. ``user`` is accepted by every provider;
-            ``system`` matches the ``keep_last_with_summary`` seed.
-        style: ``tags`` wraps the text in ``<tag>...</tag>`` after ``preamble``; ``label``
-            puts ``label`` on its own line before the text.
-        tag: the tag name for the ``tags`` style.
-        label: the first line for the ``label`` style.
-        preamble: text before the tags, framing the summary as established background.
-        provider_safe: merge the summary into a following message of the same role, and
-            make sure the first message after the prefix is a user message, as Anthropic
-            and Gemini require.
-    """
-
-    role: SummaryRole = "user"
-    style: Literal["tags", "label"] = "tags"
-    tag: str = "conversation-summary"
-    label: str = "Summary of earlier conversation:"
-    preamble: str = (
-        "Earlier turns of this conversation were condensed into the summary below. "
-        "Treat it as established background and continue from the messages that follow."
-    )
-    provider_safe: bool = True
-
-    def frame(self, summary: str) -> str:
-        """The summary text as it appears in the context, framing escaped inside it."""
-        if self.style == "label":
-            body = summary.strip()
-            if self.label and body.startswith(self.label):
-                body = "\u200b" + body  # cannot pose as a second label line
-            return f"{self.label}\n{body}" if self.label else body
-        body = escape_framing(summary.strip(), (self.tag,))
-        head = f"{self.preamble}\n\n" if self.preamble else ""
-        return f"{head}<{self.tag}>\n{body}\n</{self.tag}>"
-
-
-def escape_framing(text: str, tags: Sequence[str]) -> str:
-    """Neutralize ``<tag`` and ``</tag`` (any case) so text cannot open or close a frame."""
-    if "<" not in text:
-        return text
-    lowered = text.lower()
-    out = text
-    for tag in tags:
-        for opener in (f"</{tag.lower()}", f"<{tag.lower()}"):
-            start = lowered.find(opener)
-            while start != -1:
-                out = out[:start] + "&lt;" + out[start + 1 :]
-                lowered = lowered[:start] + "&lt;" + lowered[start + 1 :]
-                start = lowered.find(opener, start + 4)
-    return out
-
-
-def summary_id(covered: Sequence[Message], salt: str = "") -> str:
-    """A deterministic id for a summary message, derived from what it covers."""
-    h = hashlib.sha256(salt.encode())
-    for m in covered:
-        h.update(m.id.encode())
-        h.update(b"\0")
-    return "summary_" + h.hexdigest()[:24]
-
-
-def place_summary(
-    prefix: Sequence[Message],
-    summary: str,
-    kept: Sequence[Message],
-    *,
-    placement: SummaryPlacement,
-    message_id: str,
-) -> list[Message]:
-    """``prefix + [summary message] + kept``, shaped per ``placement``.
-
-    With ``provider_safe`` a user-role summary followed by a user message is merged into
-    that message (as its first text part) so no two user messages stand in a row.
-    """
-    text = placement.frame(summary)
-    if placement.role == "user" and placement.provider_safe and kept and kept[0].role == "user":
-        first = kept[0]
-        merged = first.replace(parts=(TextPart(text), *first.parts))
-        return [*prefix, merged, *kept[1:]]
-    msg = Message(
-        placement.role, (TextPart(text),), id=message_id, extra={"contextfold": "summary"}
-    )
-    return [*prefix, msg, *kept]
+def placeholder_summary(call: SummaryCall) -> SummarizationResult:
+    """What :func:`dry_run` answers a summary call with: a short placeholder text."""
+    text = DRY_RUN_SUMMARY.format(n=len(call.request.messages))
+    return SummarizationResult.success(text, details={"dry_run": True})

@@ -45,6 +45,12 @@ from typing import Any, Literal
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ContextfoldError
+from contextfold.framing import (
+    SummaryPlacement,
+    escape_text,
+    span_summary_id,
+    summary_message_tokens,
+)
 from contextfold.messages import Message, TextPart
 from contextfold.strategies._common import (
     LoopGuard,
@@ -52,17 +58,14 @@ from contextfold.strategies._common import (
     check_summary,
     deadline_from,
     fit_tail,
-    make_summary_id,
-    summary_message_tokens,
 )
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
 from contextfold.strategies.base import (
     PlanGenerator,
     StrategyResult,
     SummaryCall,
-    SummaryPlacement,
 )
-from contextfold.summarizers._serialize import escape_text, file_operations
+from contextfold.summarizers._serialize import file_operations
 from contextfold.summarizers.base import (
     AsyncSummarizer,
     SummarizationResult,
@@ -362,7 +365,7 @@ class Checkpoint(SummarizingStrategy):
             reason, code = problem
             return st.fallback(reason, code, usage=usage, calls=calls, kept="checkpoint")
 
-        sid = make_summary_id(history, p, k, st.salt)
+        sid = span_summary_id(history, p, k, st.salt)
         built = st.within_budget(text, sid, k)
         if built is None:
             self.guard.failed()

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import BudgetError, CancelledError
+from contextfold.framing import SummaryPlacement, span_summary_id
 from contextfold.messages import Message
 from contextfold.strategies._common import (
     Assembly,
@@ -39,14 +40,12 @@ from contextfold.strategies._common import (
     char_size,
     check_option,
     deadline_from,
-    make_summary_id,
     message_chars,
 )
 from contextfold.strategies._plan import PlanState, open_plan
 from contextfold.strategies.base import (
     PlanGenerator,
     StrategyResult,
-    SummaryPlacement,
     arun,
     run,
 )
@@ -269,7 +268,7 @@ class SummaryCompactor:
             return fallback(problem[0], problem[1], usage, 1)
 
         text = result.text.strip()
-        sid = make_summary_id(history, p, k, st.name)
+        sid = span_summary_id(history, p, k, st.name)
         asm, with_summary = ctx.fit(text, sid, k, k)
         if not with_summary:
             self.guard.failed()

@@ -21,14 +21,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
+from contextfold.framing import SummaryPlacement, span_summary_id, summary_message_tokens
 from contextfold.strategies._common import (
     add_usage,
     cap_output,
     check_summary,
     deadline_from,
-    make_summary_id,
     recent_start,
-    summary_message_tokens,
     summary_room,
     trim_view,
 )
@@ -36,7 +35,6 @@ from contextfold.strategies._plan import PlanState, SummarizingStrategy
 from contextfold.strategies.base import (
     PlanGenerator,
     SummaryCall,
-    SummaryPlacement,
 )
 from contextfold.summarizers.base import AsyncSummarizer, Summarizer, SummaryRequest, Usage
 
@@ -201,7 +199,7 @@ class Hybrid(SummarizingStrategy):
         if fallback is not None:
             notes.append(f"fell back: {fallback}")
 
-        sid = make_summary_id(history, p, covered_end, salt if not chunks else name)
+        sid = span_summary_id(history, p, covered_end, salt if not chunks else name)
         asm, with_summary = trim_view(
             history,
             p,

@@ -25,13 +25,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
+from contextfold.framing import SummaryPlacement, span_summary_id
 from contextfold.messages import Message
 from contextfold.strategies._common import (
     assemble,
     check_option,
     cut_points,
     locate_checkpoint,
-    make_summary_id,
     prepare_from,
     ranges_of,
     require_fit,
@@ -42,7 +42,6 @@ from contextfold.strategies.base import (
     PlanGenerator,
     Strategy,
     StrategyResult,
-    SummaryPlacement,
 )
 from contextfold.strategies.sliding import fit_window
 from contextfold.summarizers.base import Usage
@@ -163,7 +162,7 @@ class Pipeline(BudgetedStrategy):
                 p,
                 summary=pending.summary.strip(),
                 placement=placement,
-                summary_msg_id=make_summary_id(current, p, covered, pending.strategy + pending.id),
+                summary_msg_id=span_summary_id(current, p, covered, pending.strategy + pending.id),
                 tail_from=covered,
                 cuts=(),
                 counter=counter,

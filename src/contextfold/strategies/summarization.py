@@ -19,17 +19,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from contextfold.framing import SummaryPlacement, span_summary_id
 from contextfold.strategies._common import (
     cap_output,
     deadline_from,
-    make_summary_id,
     recent_start,
     summary_room,
 )
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
 from contextfold.strategies.base import (
     PlanGenerator,
-    SummaryPlacement,
 )
 from contextfold.summarizers.base import AsyncSummarizer, Summarizer, SummaryRequest
 
@@ -145,7 +144,7 @@ class Summarization(SummarizingStrategy):
             return st.fallback(reason, code, usage=usage, calls=1)
 
         text = result.text.strip()
-        built = st.within_budget(text, make_summary_id(history, p, k, st.name), k)
+        built = st.within_budget(text, span_summary_id(history, p, k, st.name), k)
         if built is None:
             self.guard.failed()
             return st.fallback(

@@ -24,6 +24,7 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from contextfold.framing import FRAMING_TAGS, escape_text
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -35,29 +36,14 @@ from contextfold.messages import (
 )
 
 __all__ = [
-    "FRAMING_TAGS",
     "SPEAKER_LABELS",
     "TOOL_RESULT_LIMIT",
-    "escape_text",
     "file_operations",
     "image_placeholder",
     "render_tool_call",
     "serialize_transcript",
     "truncate_middle",
 ]
-
-#: Tag names our prompts and summary framings use; transcript text may not open or close them.
-FRAMING_TAGS: tuple[str, ...] = (
-    "conversation",
-    "previous-summary",
-    "conversation-summary",
-    "compacted-summary",
-    "checkpoint",
-    "instructions",
-    "read-files",
-    "modified-files",
-    "turn-context",
-)
 
 #: Labels that start a speaker line in a serialized transcript.
 SPEAKER_LABELS: tuple[str, ...] = (
@@ -73,12 +59,6 @@ SPEAKER_LABELS: tuple[str, ...] = (
 #: Default number of characters of one tool result kept in a serialized transcript.
 TOOL_RESULT_LIMIT = 2000
 
-_LABEL_LINE = re.compile(
-    r"^(\s*)(\\*)(\[(?:System|Developer|User|Assistant|Assistant tool calls|Tool result|Tool error)"
-    r"(?:[^\]\n]*)\])",
-    re.MULTILINE | re.IGNORECASE,
-)
-
 _ROLE_LABEL = {
     "system": "[System]",
     "developer": "[Developer]",
@@ -86,21 +66,6 @@ _ROLE_LABEL = {
     "assistant": "[Assistant]",
     "tool": "[Tool result]",
 }
-
-
-def escape_text(text: str, tags: Sequence[str] = FRAMING_TAGS) -> str:
-    """Make untrusted text inert inside a serialized transcript.
-
-    Framing tags lose their opening ``<`` and lines that start like a speaker label get a
-    leading backslash (one more than they had, so an already escaped label cannot be
-    unescaped by a crafted input).
-    """
-    from contextfold.strategies.base import escape_framing
-
-    out = escape_framing(text, tags)
-    if "[" in out:
-        out = _LABEL_LINE.sub(lambda m: f"{m.group(1)}\\{m.group(2)}{m.group(3)}", out)
-    return out
 
 
 def truncate_middle(text: str, limit: int = TOOL_RESULT_LIMIT) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from contextfold.messages import Message
+from contextfold.usage import Usage
 
 __all__ = [
     "AsyncSummarizer",
@@ -71,48 +72,6 @@ class CancelToken:
     def wait(self, timeout: float | None = None) -> bool:
         """Block until cancelled or ``timeout`` seconds pass; True when cancelled."""
         return self._event.wait(timeout)
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Tokens a summarizer call cost, as reported by the provider (or estimated)."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        """Input plus output tokens."""
-        return self.input_tokens + self.output_tokens
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.cache_read_tokens + other.cache_read_tokens,
-            self.cache_write_tokens + other.cache_write_tokens,
-        )
-
-    def to_dict(self) -> dict[str, int]:
-        """A JSON-ready dict."""
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Usage:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            int(data.get("input_tokens", 0)),
-            int(data.get("output_tokens", 0)),
-            int(data.get("cache_read_tokens", 0)),
-            int(data.get("cache_write_tokens", 0)),
-        )
 
 
 @dataclass(frozen=True, slots=True)
