@@ -266,10 +266,16 @@ def test_loop_guard_stops_calling_a_failing_summarizer() -> None:
     history = agent_session(12)
     fake = FakeSummarizer(fail="error")
     strategy = Checkpoint(fake, max_tokens=BUDGET, max_failed_compactions=2)
+    state = None  # the conversation's state, threaded from build to build
     for _ in range(4):
-        result = run(strategy, history, counter=COUNTER)
+        result = run(strategy, history, counter=COUNTER, state=state)
+        state = result.state
     assert fake.calls == 2
     assert "loop guard" in (result.fallback or "")
+    assert state.failed_compactions == 2
+    # another conversation served by the same strategy object starts with a clean streak
+    run(strategy, history, counter=COUNTER)
+    assert fake.calls == 3
 
 
 # -- split turns and request modes -----------------------------------------------------------

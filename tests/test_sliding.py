@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.checkpoints import CheckpointRecord
-from contextfold.errors import BudgetError, PairingError
+from contextfold.errors import BudgetError, ConfigError, PairingError
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
 from contextfold.strategies.base import Strategy, arun, dry_run, run
 from contextfold.strategies.sliding import SlidingWindow, fit_window, window_result
@@ -222,10 +222,13 @@ def test_tools_and_reserve_count_against_budget() -> None:
 
 
 def test_bad_configuration() -> None:
-    with pytest.raises(BudgetError):
+    with pytest.raises(ConfigError, match="max_tokens") as err:
         SlidingWindow(0)
-    with pytest.raises(BudgetError):
+    assert err.value.argument == "max_tokens"
+    with pytest.raises(ConfigError, match="reserve_tokens"):
         SlidingWindow(10, reserve_tokens=-1)
+    with pytest.raises(ValueError, match="max_tokens"):  # a ConfigError is a ValueError
+        SlidingWindow("8000")  # type: ignore[arg-type]
 
 
 def test_orphan_result_in_window_is_named() -> None:

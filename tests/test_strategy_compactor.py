@@ -205,8 +205,10 @@ def test_checkpoint_is_updated_not_resummarized() -> None:
 def test_loop_guard() -> None:
     fake = FakeSummarizer(fail="empty")
     compactor = SummaryCompactor(fake, keep_recent_turns=1, max_failed_compactions=2)
+    state = None
     for _ in range(4):
-        result = run(compactor, chat(5), counter=TEN)
+        result = run(compactor, chat(5), counter=TEN, state=state)
+        state = result.state
     assert fake.calls == 2
     assert result.fallback is not None
     assert "loop guard" in result.fallback

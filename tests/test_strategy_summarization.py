@@ -6,10 +6,10 @@ from typing import get_args
 
 import pytest
 
-from contextfold.errors import BudgetError, FormatError, PairingError
+from contextfold.errors import BudgetError, ConfigError, FormatError, PairingError
 from contextfold.messages import Message, TextPart, ToolCallPart
 from contextfold.strategies import Hybrid, SlidingWindow, Summarization, SummaryPlacement
-from contextfold.strategies.base import dry_run, run
+from contextfold.strategies.base import StrategyState, dry_run, run
 from contextfold.summarizers.base import FailureCode, SummaryRequest
 from contextfold.testing import FakeSummarizer, FixedCounter
 from strategy_checks import chat, check_invariants, dump, ids, is_summary_message, snapshot
@@ -180,16 +180,19 @@ def test_loop_guard_stops_calling_after_repeated_failures_and_resets() -> None:
     history = chat(10)
     fake = FakeSummarizer(fail="http_error")
     strategy = Summarization(100, keep_recent=4, summarizer=fake, max_failed_compactions=3)
+    state = None
     for _ in range(5):
-        result = run(strategy, history, counter=TEN)
+        result = run(strategy, history, counter=TEN, state=state)
+        state = result.state
     assert fake.calls == 3
     assert result.failure_code is None
     assert result.fallback is not None
     assert "loop guard" in result.fallback
     # pressure gone: the guard resets and the next compaction may call again
-    run(strategy, chat(2), counter=TEN)
+    state = run(strategy, chat(2), counter=TEN, state=state).state
+    assert state.failed_compactions == 0
     fake.fail = None
-    result = run(strategy, history, counter=TEN)
+    result = run(strategy, history, counter=TEN, state=state)
     assert fake.calls == 4
     assert result.checkpoint is not None
 
@@ -204,8 +207,8 @@ def test_summary_plus_recent_over_budget_is_trimmed_and_counts_for_the_guard() -
     assert result.summarized_ranges == ((1, 13),)
     assert result.dropped_ranges
     assert any("sliding window" in n for n in result.notes)
-    run(strategy, history, counter=TEN)
-    third = run(strategy, history, counter=TEN)
+    second = run(strategy, history, counter=TEN, state=result.state)
+    third = run(strategy, history, counter=TEN, state=second.state)
     assert fake.calls == 2
     assert third.fallback is not None
     assert "loop guard" in third.fallback
@@ -400,13 +403,14 @@ def test_hybrid_failure_changes_nothing(code: FailureCode) -> None:
 def test_hybrid_loop_guard() -> None:
     fake = FakeSummarizer(fail="timeout")
     strategy = Hybrid(100, keep_recent=4, chunk_size=4, summarizer=fake, max_failed_compactions=2)
+    state = None
     for _ in range(4):
-        result = run(strategy, chat(10), counter=TEN)
+        result = run(strategy, chat(10), counter=TEN, state=state)
+        state = result.state
     assert fake.calls == 2
     assert result.fallback is not None
     assert "loop guard" in result.fallback
-    strategy.guard.reset()
-    run(strategy, chat(10), counter=TEN)
+    run(strategy, chat(10), counter=TEN, state=StrategyState())  # a fresh streak calls again
     assert fake.calls == 3
 
 
@@ -462,7 +466,7 @@ def test_junk_input_raises_format_error(strategy: Summarization | Hybrid) -> Non
 
 
 def test_bad_option_types_are_rejected() -> None:
-    with pytest.raises(BudgetError):
+    with pytest.raises(ConfigError, match="max_tokens"):
         Summarization("100", keep_recent=2, summarizer=FakeSummarizer())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="chunk_size"):
         Hybrid(100, keep_recent=2, chunk_size=1.5, summarizer=FakeSummarizer())  # type: ignore[arg-type]

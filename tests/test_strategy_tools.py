@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from contextfold.errors import BudgetError, FormatError
+from contextfold.errors import BudgetError, ConfigError
 from contextfold.memory import ConversationMemory
 from contextfold.strategies import (
     Checkpoint,
@@ -156,7 +156,7 @@ def test_pipeline_hands_its_tools_to_stages_without_their_own() -> None:
     assert prune_stage.tools == tuple(TOOLS)  # type: ignore[attr-defined]
     assert bare_stage is not bare
     assert bare_stage.tools == tuple(TOOLS)  # type: ignore[attr-defined]
-    assert bare_stage.guard is bare.guard  # type: ignore[attr-defined]
+    assert bare_stage.summarizer is bare.summarizer  # type: ignore[attr-defined]
     assert bare.tools == ()  # the caller's stage is not changed
     assert own_stage is own
     assert own.tools == tuple(mine)
@@ -199,11 +199,11 @@ def test_extractive_checkpoint_with_tools_on_real_sized_text() -> None:
 
 def test_bad_tools_and_reserve_are_rejected() -> None:
     fake = FakeSummarizer("S")
-    with pytest.raises(BudgetError):
+    with pytest.raises(ConfigError, match="reserve_tokens"):
         Summarization(100, keep_recent=1, summarizer=fake, reserve_tokens=-1)
-    with pytest.raises(FormatError):
+    with pytest.raises(ConfigError, match="tool schema 0"):
         Hybrid(100, keep_recent=1, chunk_size=1, summarizer=fake, tools=["read"])  # type: ignore[list-item]
-    with pytest.raises(FormatError):
+    with pytest.raises(ConfigError, match="tools"):
         Checkpoint(fake, max_tokens=100, tools={"name": "read"})  # type: ignore[arg-type]
 
 

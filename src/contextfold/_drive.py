@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
-__all__ = ["adrive", "drive"]
+__all__ = ["adrive", "drive", "relay"]
 
 _Y = TypeVar("_Y")
 _S = TypeVar("_S")
@@ -52,5 +52,29 @@ async def adrive(flow: Generator[_Y, _S, _R], answer: Callable[[_Y], Awaitable[_
             return result
         try:
             value, error = await answer(request), None
+        except Exception as exc:
+            value, error = None, exc
+
+
+def relay(
+    flow: Generator[_Y, _S, _R],
+    answer: Callable[[_Y], Generator[Any, Any, _S]],
+) -> Generator[Any, Any, _R]:
+    """Run ``flow`` inside another generator: each request is answered by ``answer``'s flow.
+
+    The caller ``yield from``\\ s this, so the requests ``answer`` makes reach the outer
+    driver (the memory core answers a strategy's summary call by first taking the compaction
+    lock through the store, then passing the call on).
+    """
+    value: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            request = flow.send(value) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            result: _R = stop.value
+            return result
+        try:
+            value, error = (yield from answer(request)), None
         except Exception as exc:
             value, error = None, exc

@@ -8,10 +8,11 @@ share this one implementation.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from contextfold._drive import drive
+from contextfold._drive import drive, relay
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConflictError, StoreError
 from contextfold.memory._context import Context, ContextPlan
@@ -22,16 +23,18 @@ from contextfold.memory._ops import (
     Latest,
     Lock,
     Read,
-    Summarize,
 )
 from contextfold.memory._stats import BuildRecord, Ledger, MemoryStats
 from contextfold.messages import Message
 from contextfold.stores.base import StoredMessage
-from contextfold.strategies._common import LoopGuard
 from contextfold.strategies.base import (
     Strategy,
     StrategyResult,
+    StrategyState,
     SummaryCall,
+    bounded_window,
+    checkpoint_applies,
+    counts_tools,
     placeholder_summary,
 )
 from contextfold.summarizers.base import SummarizationResult
@@ -55,6 +58,28 @@ class _History:
     seqs: list[int]
     checkpoint: CheckpointRecord | None
     unread: range  # stored seqs after the prefix that were not passed (dropped or covered)
+
+
+class _Restart(Exception):
+    """Raised into a plan when a newer checkpoint was stored while it ran."""
+
+    def __init__(self, latest: CheckpointRecord | None) -> None:
+        super().__init__("a newer checkpoint was stored")
+        self.latest = latest
+
+
+@dataclass
+class _LockState:
+    """The compaction lock, as one build sees it."""
+
+    taken: bool | None = None  # None: not asked for yet
+    busy: bool = False  # a summary call was refused because another process holds it
+    notes: list[str] = field(default_factory=list)
+
+    def take(self, ttl: float) -> CoreGen[None]:
+        self.taken = bool((yield Lock(ttl)))
+        if not self.taken:
+            self.notes.append(_LOCK_BUSY)
 
 
 @dataclass
@@ -117,10 +142,8 @@ class MemoryCore:
         self.lock_ttl = lock_ttl
         self._resolve = resolve
         # What the strategy counts against its budget, when it counts tools itself.
-        counted = getattr(strategy, "tool_tokens", None)
-        own = counted(counter) if callable(counted) else None
-        if isinstance(own, int) and not isinstance(own, bool):
-            self.tools_tokens = own
+        if counts_tools(strategy):
+            self.tools_tokens = strategy.tool_tokens(counter)
         else:
             self.tools_tokens = counter.count_tools(tools) if tools else 0
         self.reset()
@@ -138,6 +161,8 @@ class MemoryCore:
         self.total_upto = 0
         self.ledger = Ledger(self._resolve)
         self.last_stats: MemoryStats | None = None
+        # This conversation's strategy state (failure streaks): the strategy holds none.
+        self.state = StrategyState()
 
     # -- cache helpers ------------------------------------------------------------------
 
@@ -259,17 +284,12 @@ class MemoryCore:
             return False
         if ckpt.last_covered_seq is not None and ckpt.last_covered_seq > last:
             return False
-        accepts = getattr(self.strategy, "accepts_checkpoint", None)
-        if callable(accepts):
-            return bool(accepts(ckpt))
-        return ckpt.strategy in _checkpoint_owners(self.strategy)
+        return checkpoint_applies(self.strategy, ckpt)
 
     def _window_budget(self) -> int | None:
         """The token budget when only a window of the newest messages can matter."""
-        from contextfold.strategies.sliding import SlidingWindow
-
-        if isinstance(self.strategy, SlidingWindow):
-            return self.strategy.max_tokens
+        if bounded_window(self.strategy):
+            return self.strategy.window_budget(self.counter)
         return None
 
     def _update_total(self, last: int, history: _History) -> CoreGen[int | None]:
@@ -341,63 +361,39 @@ class MemoryCore:
         self._check_not_shrunk(last)
         yield from self._load_prefix(last)
         stored: CheckpointRecord | None = yield Latest()
-        locked: bool | None = None  # None: not asked for yet
+        lock = _LockState()
         retried = False
-        memory_notes: list[str] = []
         while True:
             history = yield from self._load_history(last, stored)
-            ckpt = history.checkpoint
-            # Neither a plan nor a compaction skipped because another process holds the
-            # lock says anything about whether summarizing works, so neither may move the
-            # strategy's loop guards (which stop calling a summarizer after failures).
-            guards = _guard_state(self.strategy)
             if dry:
-                result = _dry_plan(self.strategy, history, self.counter)
-                _restore(guards)
+                result = _dry_plan(self.strategy, history, self.counter, self.state)
                 break
-            gen = self.strategy.plan(history.messages, counter=self.counter, checkpoint=ckpt)
-            restart = False
-            busy = False
-            answer: SummarizationResult | None = None
+            plan = self.strategy.plan(
+                history.messages,
+                counter=self.counter,
+                checkpoint=history.checkpoint,
+                state=self.state,
+            )
             try:
-                call = next(gen)
-                while True:
-                    if locked is None:
-                        locked = yield Lock(self.lock_ttl)
-                        if locked:
-                            latest: CheckpointRecord | None = yield Latest()
-                            if _cid(latest) != _cid(stored):
-                                # Someone compacted while we planned: build on theirs.
-                                stored, restart = latest, True
-                                gen.close()
-                                break
-                        else:
-                            memory_notes.append(_LOCK_BUSY)
-                    if locked:
-                        answer = yield Summarize(call)
-                    else:
-                        busy = True
-                        answer = SummarizationResult.failure(_LOCK_BUSY, "error")
-                    call = gen.send(answer)
-            except StopIteration as stop:
-                result = stop.value
-            if busy:
-                _restore(guards)
-            if restart:
+                result = yield from relay(plan, partial(self._summarize, lock, stored))
+            except _Restart as restart:  # someone compacted while we planned: build on theirs
+                stored = restart.latest
                 continue
+            if not lock.busy:
+                # A compaction skipped because another process holds the lock says nothing
+                # about whether summarizing works: the failure streak stays as it was.
+                self.state = result.state
             new = result.checkpoint
             if new is None:
                 break
-            if locked is None:
-                locked = yield Lock(self.lock_ttl)
-                if not locked:
-                    memory_notes.append(_LOCK_BUSY)
-            if not locked:
+            if lock.taken is None:
+                yield from lock.take(self.lock_ttl)
+            if not lock.taken:
                 result = _without_new_checkpoint(result)
                 break
             record = self._sealed(new, history, stored)
             if record is None:
-                memory_notes.append(
+                lock.notes.append(
                     f"the new checkpoint covers {new.last_covered_id!r}, which "
                     "the strategy was not given; it was not stored"
                 )
@@ -410,11 +406,31 @@ class MemoryCore:
                     raise
                 retried = True
                 stored = yield Latest()
-                memory_notes.append("checkpoint commit conflicted; rebuilt on the newest one")
+                lock.notes.append("checkpoint commit conflicted; rebuilt on the newest one")
                 continue
             result = _with_checkpoint(result, committed)
             break
-        return self._finish(last, history, result, memory_notes, dry=dry)
+        return self._finish(last, history, result, lock.notes, dry=dry)
+
+    def _summarize(
+        self, lock: _LockState, stored: CheckpointRecord | None, call: SummaryCall
+    ) -> CoreGen[SummarizationResult]:
+        """Answer a strategy's summary call: take the compaction lock first, once per build.
+
+        Raises:
+            _Restart: the lock was taken and a newer checkpoint was stored meanwhile.
+        """
+        if lock.taken is None:
+            yield from lock.take(self.lock_ttl)
+            if lock.taken:
+                latest: CheckpointRecord | None = yield Latest()
+                if _cid(latest) != _cid(stored):
+                    raise _Restart(latest)
+        if not lock.taken:
+            lock.busy = True
+            return SummarizationResult.failure(_LOCK_BUSY, "error")
+        answer: SummarizationResult = yield call
+        return answer
 
     def _check_not_shrunk(self, last: int) -> None:
         """Forget the cache when the log is shorter than what was seen (cleared elsewhere)."""
@@ -550,48 +566,6 @@ class MemoryCore:
         return built.context
 
 
-def _checkpoint_owners(strategy: Strategy) -> set[str]:
-    """Names whose checkpoints ``strategy`` builds on: its own, and a pipeline's stages'."""
-    from contextfold.strategies.pipeline import Pipeline
-
-    names = {strategy.name}
-    if isinstance(strategy, Pipeline):
-        for stage in strategy.stages:
-            names |= _checkpoint_owners(stage)
-    return names
-
-
-def _guard_state(strategy: Strategy) -> list[tuple[LoopGuard, int]]:
-    """The loop guards of ``strategy`` (pipeline stages and wrapped strategies included),
-    each with its current failure count."""
-    found: list[tuple[LoopGuard, int]] = []
-    seen: set[int] = set()
-
-    def visit(obj: object, depth: int) -> None:
-        if id(obj) in seen or depth > 4:
-            return
-        seen.add(id(obj))
-        if isinstance(obj, LoopGuard):
-            found.append((obj, obj.failures))
-            return
-        if isinstance(obj, (list, tuple)):
-            for item in obj:
-                visit(item, depth + 1)
-            return
-        if isinstance(obj, Strategy):
-            for value in getattr(obj, "__dict__", {}).values():
-                if isinstance(value, (LoopGuard, list, tuple, Strategy)):
-                    visit(value, depth + 1)
-
-    visit(strategy, 0)
-    return found
-
-
-def _restore(guards: list[tuple[LoopGuard, int]]) -> None:
-    for guard, failures in guards:
-        guard.failures = failures
-
-
 def _covers_all(seqs: Sequence[int], last: int) -> bool:
     """Seqs are strictly increasing from 1, so length and last element decide."""
     return len(seqs) == last and (last == 0 or seqs[-1] == last)
@@ -601,7 +575,9 @@ def _cid(ckpt: CheckpointRecord | None) -> str | None:
     return None if ckpt is None else ckpt.id
 
 
-def _dry_plan(strategy: Strategy, history: _History, counter: TokenCounter) -> StrategyResult:
+def _dry_plan(
+    strategy: Strategy, history: _History, counter: TokenCounter, state: StrategyState
+) -> StrategyResult:
     """Run the strategy answering every summary call with a placeholder."""
     calls = 0
 
@@ -610,7 +586,9 @@ def _dry_plan(strategy: Strategy, history: _History, counter: TokenCounter) -> S
         calls += 1
         return placeholder_summary(call)
 
-    gen = strategy.plan(history.messages, counter=counter, checkpoint=history.checkpoint)
+    gen = strategy.plan(
+        history.messages, counter=counter, checkpoint=history.checkpoint, state=state
+    )
     result = drive(gen, answer)
     if result.summary_calls < calls:
         result = _replace_result(result, summary_calls=calls)

@@ -22,9 +22,7 @@ from contextfold.memory._ops import (
 from contextfold.memory._stats import Ledger, MemoryStats
 from contextfold.messages import Message
 from contextfold.stores.base import AsyncStore, Store
-from contextfold.strategies.base import (
-    Strategy,
-)
+from contextfold.strategies.base import Strategy, StrategyState, tools_of, with_tools
 from contextfold.tokens.base import TokenCounter
 
 _T = TypeVar("_T")
@@ -97,12 +95,8 @@ class ConversationMemory:
                 field="strategy",
             )
         else:
-            from contextfold.strategies._common import with_tools
-
-            strategy = with_tools(strategy, tool_list, 0)
-            own = getattr(strategy, "tools", None)
-            if not tool_list and isinstance(own, tuple) and own:
-                tool_list = own
+            strategy = with_tools(strategy, tool_list)
+            tool_list = tool_list or tools_of(strategy)
         self._owns_store = False
         self._store: Any = self._resolve_store(store)
         self.conversation_id: str = conversation_id or "conv_" + uuid.uuid4().hex
@@ -116,6 +110,16 @@ class ConversationMemory:
             lock_ttl=lock_ttl,
             resolve=self._resolve_totals,
         )
+
+    @property
+    def strategy_state(self) -> StrategyState:
+        """This conversation's strategy state (failure streaks), as of the last build.
+
+        The strategy object holds no per-conversation state, so one strategy can serve many
+        memories; each memory keeps its own here. It is held by this object (a memory opened
+        again on the same stored conversation starts from a fresh state).
+        """
+        return self._core.state
 
     def _resolve_store(self, store: Store | AsyncStore | str | None) -> Any:
         if store is None:

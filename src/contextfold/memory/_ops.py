@@ -1,7 +1,8 @@
 """Store operations the memory's core yields, and the two drivers that carry them out.
 
-The core never touches a store: it yields one of the small operation objects below and
-receives the answer. :func:`drive` answers with a sync store, :func:`adrive` with an async
+The core never touches a store: it yields one of the small operation objects below (or a
+strategy's :class:`~contextfold.strategies.SummaryCall`, passed through) and receives the
+answer. :func:`drive` answers with a sync store, :func:`adrive` with an async
 one (or a sync one, inline). A store failure that is not already a
 :class:`~contextfold.errors.ContextfoldError` becomes a :class:`~contextfold.errors.StoreError`
 naming the operation and the conversation, and is thrown back into the core.
@@ -9,12 +10,12 @@ naming the operation and the conversation, and is thrown back into the core.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Generator
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass
 from typing import Any, TypeVar, Union
 
+from contextfold import _drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ContextfoldError, StoreError
 from contextfold.messages import Message
@@ -65,13 +66,10 @@ class Delete:
     what = "delete the conversation"
 
 
-@dataclass(frozen=True, slots=True)
-class Summarize:
-    call: SummaryCall
-    what = "summarize"
+_StoreOp = Union[LastSeq, Read, Latest, Commit, Lock, Append, Delete]  # noqa: UP007
 
-
-Op = Union[LastSeq, Read, Latest, Commit, Lock, Append, Delete, Summarize]  # noqa: UP007
+#: What the core yields: a store operation, or a strategy's summary call passed through.
+Op = Union[LastSeq, Read, Latest, Commit, Lock, Append, Delete, SummaryCall]  # noqa: UP007
 CoreGen = Generator[Op, Any, _T]
 
 
@@ -80,70 +78,55 @@ def drive(store: Any, cid: str, core: CoreGen[_T]) -> _T:
     if not isinstance(store, Store):
         raise StoreError(f"{type(store).__name__} is async-only; use the a-prefixed methods")
     with ExitStack() as stack:
-        value: Any = None
-        error: BaseException | None = None
-        while True:
+
+        def answer(op: Op) -> Any:
+            if isinstance(op, SummaryCall):
+                return call_summarizer(op)
             try:
-                op = core.send(value) if error is None else core.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            value, error = None, None
-            try:
-                if isinstance(op, Summarize):
-                    value = call_summarizer(op.call)
-                elif isinstance(op, Lock):
-                    value = stack.enter_context(store.compaction_lock(cid, ttl=op.ttl))
-                else:
-                    value = _sync_op(store, cid, op)
-            except ContextfoldError as exc:
-                error = exc
+                if isinstance(op, Lock):
+                    return stack.enter_context(store.compaction_lock(cid, ttl=op.ttl))
+                return _sync_op(store, cid, op)
+            except ContextfoldError:
+                raise
             except Exception as exc:
-                error = _store_error(store, cid, op, exc)
+                raise _store_error(store, cid, op, exc) from exc
+
+        return _drive.drive(core, answer)
 
 
 async def adrive(store: Any, cid: str, core: CoreGen[_T]) -> _T:
     """Run a core generator against the async store (or a sync one, inline)."""
     is_async = isinstance(store, AsyncStore)
     async with AsyncExitStack() as stack:
-        value: Any = None
-        error: BaseException | None = None
-        while True:
+
+        async def answer(op: Op) -> Any:
+            if isinstance(op, SummaryCall):
+                return await acall_summarizer(op)
             try:
-                op = core.send(value) if error is None else core.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            value, error = None, None
-            try:
-                if isinstance(op, Summarize):
-                    value = await acall_summarizer(op.call)
-                elif isinstance(op, Lock):
+                if isinstance(op, Lock):
                     if is_async:
                         cm = store.acompaction_lock(cid, ttl=op.ttl)
-                        value = await stack.enter_async_context(cm)
-                    else:
-                        value = stack.enter_context(store.compaction_lock(cid, ttl=op.ttl))
-                elif is_async:
-                    value = await _async_op(store, cid, op)
-                else:
-                    value = _sync_op(store, cid, op)
-            except ContextfoldError as exc:
-                error = exc
-            except asyncio.CancelledError:
+                        return await stack.enter_async_context(cm)
+                    return stack.enter_context(store.compaction_lock(cid, ttl=op.ttl))
+                if is_async:
+                    return await _async_op(store, cid, op)
+                return _sync_op(store, cid, op)
+            except ContextfoldError:
                 raise
             except Exception as exc:
-                error = _store_error(store, cid, op, exc)
+                raise _store_error(store, cid, op, exc) from exc
+
+        return await _drive.adrive(core, answer)
 
 
-def _store_error(store: Any, cid: str, op: Op, exc: Exception) -> StoreError:
-    err = StoreError(
+def _store_error(store: Any, cid: str, op: _StoreOp, exc: Exception) -> StoreError:
+    return StoreError(
         f"{type(store).__name__} failed to {op.what} for conversation {cid!r}: "
         f"{type(exc).__name__}: {exc}"
     )
-    err.__cause__ = exc
-    return err
 
 
-def _sync_op(store: Store, cid: str, op: Op) -> Any:
+def _sync_op(store: Store, cid: str, op: _StoreOp) -> Any:
     if isinstance(op, LastSeq):
         return store.last_seq(cid)
     if isinstance(op, Read):
@@ -159,7 +142,7 @@ def _sync_op(store: Store, cid: str, op: Op) -> Any:
     raise AssertionError(f"unhandled store operation {op!r}")  # pragma: no cover
 
 
-async def _async_op(store: AsyncStore, cid: str, op: Op) -> Any:
+async def _async_op(store: AsyncStore, cid: str, op: _StoreOp) -> Any:
     if isinstance(op, LastSeq):
         return await store.alast_seq(cid)
     if isinstance(op, Read):

@@ -21,6 +21,7 @@ from contextfold.framing import SummaryPlacement
 from contextfold.strategies.base import (
     Strategy,
     StrategyResult,
+    StrategyState,
     SummaryCall,
     arun,
     dry_run,
@@ -42,6 +43,7 @@ __all__ = [
     "SlidingWindow",
     "Strategy",
     "StrategyResult",
+    "StrategyState",
     "Summarization",
     "SummaryCall",
     "SummaryCompactor",

@@ -11,8 +11,8 @@ copies or mutates the input; it only decides where to cut. The pieces:
   pair-safely when the summary alone does not make room.
 * :func:`locate_checkpoint` applies the shared checkpoint rule.
 * :func:`check_summary` turns an unusable answer (failure, empty, not smaller) into a reason.
-* :class:`LoopGuard` stops calling a summarizer after repeated compactions that fail to get
-  under budget.
+* :class:`LoopGuard` is one plan's view of the conversation's failure streak: it stops
+  calling a summarizer after repeated compactions that fail to get under budget.
 * :class:`ToolBudget` counts a request's tool schemas and reserve against ``max_tokens``.
 
 The base classes of the budgeted and summarizing strategies live in
@@ -22,19 +22,17 @@ The base classes of the budgeted and summarizing strategies live in
 from __future__ import annotations
 
 import bisect
-import copy
 import dataclasses
-import threading
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import BudgetError, FormatError, PairingError
 from contextfold.framing import SummaryPlacement, place_summary, summary_message_tokens
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from contextfold.strategies.base import StrategyResult
+from contextfold.strategies.base import StrategyResult, StrategyState
 from contextfold.strategies.sliding import fit_window
 from contextfold.summarizers.base import SummarizationResult
 from contextfold.tokens.base import TokenCounter
@@ -44,14 +42,12 @@ from contextfold.usage import Usage
 __all__ = [
     "Assembly",
     "LoopGuard",
-    "ToolBudget",
     "add_usage",
     "assemble",
     "build_result",
     "cap_output",
     "char_size",
     "check_messages",
-    "check_option",
     "check_summary",
     "cut_points",
     "deadline_from",
@@ -66,7 +62,6 @@ __all__ = [
     "summary_room",
     "trim_view",
     "with_overhead_notes",
-    "with_tools",
 ]
 
 _S = TypeVar("_S")
@@ -325,19 +320,23 @@ def check_summary(
 
 
 class LoopGuard:
-    """Counts consecutive compactions that failed to get under budget.
+    """One plan's view of a conversation's failure streak.
 
-    After ``limit`` such failures the strategy stops calling its summarizer (a compaction
-    loop burns money and changes nothing) and falls back until a compaction succeeds or
-    :meth:`reset` is called. ``limit=0`` disables the guard.
+    Counts consecutive compactions that failed to get under budget. After ``limit`` such
+    failures the strategy stops calling its summarizer (a compaction loop burns money and
+    changes nothing) and falls back until a build needs no compaction or one succeeds.
+    ``limit=0`` disables the guard.
+
+    A guard lives for one plan only: it starts from the conversation's
+    :class:`~contextfold.strategies.StrategyState` and :meth:`state` is what the plan hands
+    back, so nothing is shared between conversations or requests.
     """
 
-    __slots__ = ("_lock", "failures", "limit")
+    __slots__ = ("failures", "limit")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, failures: int = 0) -> None:
         self.limit = limit
-        self.failures = 0
-        self._lock = threading.Lock()
+        self.failures = failures
 
     @property
     def tripped(self) -> bool:
@@ -346,24 +345,22 @@ class LoopGuard:
 
     def failed(self) -> None:
         """Record a compaction that did not get under budget."""
-        with self._lock:
-            self.failures += 1
+        self.failures += 1
 
     def succeeded(self) -> None:
-        """Record a compaction that got under budget; the count starts over."""
-        with self._lock:
-            self.failures = 0
+        """Record a compaction that got under budget (or none needed); the count starts over."""
+        self.failures = 0
 
-    def reset(self) -> None:
-        """Forget past failures."""
-        self.succeeded()
+    def state(self) -> StrategyState:
+        """The conversation's state after this plan."""
+        return StrategyState(failed_compactions=self.failures)
 
     def describe(self) -> str:
         """The reason given when the guard is tripped."""
         return (
             f"loop guard: {self.failures} consecutive compactions failed to get under "
-            f"budget; the summarizer is not called again until one succeeds or the guard "
-            f"is reset"
+            f"budget; the summarizer is not called again until a build needs no compaction "
+            f"or one succeeds"
         )
 
 
@@ -427,6 +424,7 @@ def build_result(
     calls: int = 0,
     notes: Sequence[str] = (),
     known_tokens_before: int | None = None,
+    state: StrategyState | None = None,
 ) -> StrategyResult:
     """A :class:`StrategyResult` for ``prefix + [summary] + history[asm.tail_start:]``.
 
@@ -460,6 +458,7 @@ def build_result(
         usage=usage if usage is not None else Usage(),
         summary_calls=calls,
         notes=tuple(notes),
+        state=state if state is not None else StrategyState(),
         known_tokens_before=known_tokens_before,
     )
 
@@ -558,82 +557,11 @@ def cap_output(configured: int | None, room: int) -> int | None:
     return room if configured is None else min(configured, room)
 
 
-def check_option(name: str, value: object, minimum: int, *, budget: bool = False) -> None:
-    """Reject an integer option that is missing, of the wrong type or below ``minimum``.
-
-    Budgets raise :class:`BudgetError` (as :class:`~contextfold.strategies.SlidingWindow`
-    does); other options raise :class:`ValueError`. Both are ``ValueError``s.
-    """
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        error = BudgetError if budget else ValueError
-        raise error(f"{name} must be an integer of at least {minimum}, got {value!r}")
-
-
 def check_messages(history: Sequence[Message], start: int = 0) -> None:
     """Raise :class:`FormatError` when an item of ``history[start:]`` is not a Message."""
     for i in range(start, len(history)):
         if not isinstance(history[i], Message):
             raise FormatError(f"expected a Message, got {type(history[i]).__name__}", index=i)
-
-
-class ToolBudget:
-    """Mixin: the tool schemas and reserve a request carries besides its messages.
-
-    A provider bills the tool schemas of a request as input tokens, so a context that fits
-    ``max_tokens`` on its own is over budget once they are added. Strategies with this mixin
-    count ``tools`` (once per counter setup) plus ``reserve_tokens`` against ``max_tokens``,
-    exactly as :class:`~contextfold.strategies.SlidingWindow` does, and build their messages
-    (and their sliding-window fallback) inside what is left.
-    """
-
-    tools: tuple[Mapping[str, Any], ...]
-    reserve_tokens: int
-    _tool_cache: dict[Hashable, int]
-
-    def _init_tools(self, tools: Sequence[Mapping[str, Any]] | None, reserve_tokens: int) -> None:
-        if isinstance(reserve_tokens, bool) or not isinstance(reserve_tokens, int):
-            raise BudgetError(f"reserve_tokens must be an integer, got {reserve_tokens!r}")
-        if reserve_tokens < 0:
-            raise BudgetError(f"reserve_tokens must not be negative, got {reserve_tokens}")
-        if isinstance(tools, (str, bytes, Mapping)):
-            raise FormatError("tools must be a sequence of tool schemas (mappings)")
-        tool_list = tuple(tools or ())
-        for i, tool in enumerate(tool_list):
-            if not isinstance(tool, Mapping):
-                raise FormatError(
-                    f"tool schema {i} must be a mapping, got {type(tool).__name__}", index=i
-                )
-        self.tools = tool_list
-        self.reserve_tokens = reserve_tokens
-        self._tool_cache = {}
-
-    def tool_tokens(self, counter: TokenCounter) -> int:
-        """Tokens the tool schemas cost under ``counter`` (cached per counter setup)."""
-        if not self.tools:
-            return 0
-        key = counter.cache_key
-        cached = self._tool_cache.get(key)
-        if cached is None:
-            cached = counter.count_tools(self.tools)
-            self._tool_cache[key] = cached
-        return cached
-
-    def _budget(self, max_tokens: int, counter: TokenCounter) -> tuple[int, int]:
-        """``(budget for the messages, tool tokens)``.
-
-        Raises:
-            BudgetError: the tool schemas and reserve alone exceed ``max_tokens``.
-        """
-        tools = self.tool_tokens(counter)
-        overhead = tools + self.reserve_tokens
-        if overhead > max_tokens:
-            raise BudgetError(
-                f"the tool schemas ({tools} tokens) and reserve_tokens ({self.reserve_tokens}) "
-                f"need {overhead} tokens, over the budget of {max_tokens}",
-                budget=max_tokens,
-                required=overhead,
-            )
-        return max_tokens - overhead, tools
 
 
 def with_overhead_notes(result: StrategyResult, tools: int, reserve: int) -> StrategyResult:
@@ -646,35 +574,3 @@ def with_overhead_notes(result: StrategyResult, tools: int, reserve: int) -> Str
     if not extra:
         return result
     return dataclasses.replace(result, notes=(*result.notes, *extra))
-
-
-def with_tools(stage: _S, tools: Sequence[Mapping[str, Any]], reserve_tokens: int) -> _S:
-    """``stage`` carrying ``tools`` and ``reserve_tokens`` where it has none of its own.
-
-    A stage that counts tools (it has ``tools`` and ``reserve_tokens`` attributes) and has
-    no schemas (or no reserve) of its own gets a shallow copy with the given ones, so its
-    budget leaves room for them; its summarizer and loop guard stay shared with the
-    original. Anything else is returned unchanged.
-    """
-    own_tools = getattr(stage, "tools", None)
-    own_reserve = getattr(stage, "reserve_tokens", None)
-    if not isinstance(own_tools, tuple) or not isinstance(own_reserve, int):
-        return stage
-    give_tools = bool(tools) and not own_tools
-    give_reserve = reserve_tokens > 0 and own_reserve == 0
-    if not give_tools and not give_reserve:
-        return stage
-    clone = copy.copy(stage)
-    if give_tools:
-        clone.tools = tuple(tools)  # type: ignore[attr-defined]
-    if give_reserve:
-        clone.reserve_tokens = reserve_tokens  # type: ignore[attr-defined]
-    # The tool-token caches were filled for the old schemas: start fresh.
-    for cache in ("_tool_cache", "_tool_tokens"):
-        if isinstance(getattr(clone, cache, None), dict):
-            setattr(clone, cache, {})
-    # A strategy that passes its tools on (a pipeline to its stages) does so again.
-    changed = getattr(clone, "_tools_changed", None)
-    if callable(changed):
-        changed()
-    return clone

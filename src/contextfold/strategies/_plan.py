@@ -22,11 +22,9 @@ from contextfold.messages import Message
 from contextfold.strategies._common import (
     Assembly,
     LoopGuard,
-    ToolBudget,
     add_usage,
     assemble,
     build_result,
-    check_option,
     check_summary,
     cut_points,
     prepare_from,
@@ -34,9 +32,11 @@ from contextfold.strategies._common import (
     trim_view,
     with_overhead_notes,
 )
+from contextfold.strategies._config import FrozenConfig, ToolBudget, check_option
 from contextfold.strategies.base import (
     PlanGenerator,
     StrategyResult,
+    StrategyState,
     SummaryCall,
 )
 from contextfold.summarizers.base import (
@@ -60,7 +60,7 @@ __all__ = [
 Problem: TypeAlias = tuple[str, str] | None
 
 
-class BudgetedStrategy(ToolBudget, ABC):
+class BudgetedStrategy(ToolBudget, FrozenConfig, ABC):
     """Base of the strategies that fit a token budget shared with tool schemas and reserve.
 
     It implements :meth:`plan` once: the budget left after the tool schemas and
@@ -77,6 +77,7 @@ class BudgetedStrategy(ToolBudget, ABC):
         *,
         counter: TokenCounter,
         checkpoint: CheckpointRecord | None = None,
+        state: StrategyState | None = None,
     ) -> PlanGenerator:
         """Build the context; yields the summary calls it needs (see the class docstring).
 
@@ -87,7 +88,11 @@ class BudgetedStrategy(ToolBudget, ABC):
         """
         budget, tools = self._budget(self.max_tokens, counter)
         result = yield from self._plan(
-            messages, counter=counter, checkpoint=checkpoint, budget=budget
+            messages,
+            counter=counter,
+            checkpoint=checkpoint,
+            state=state if state is not None else StrategyState(),
+            budget=budget,
         )
         return with_overhead_notes(result, tools, self.reserve_tokens)
 
@@ -98,6 +103,7 @@ class BudgetedStrategy(ToolBudget, ABC):
         *,
         counter: TokenCounter,
         checkpoint: CheckpointRecord | None,
+        state: StrategyState,
         budget: int,
     ) -> PlanGenerator:
         """The plan, with ``budget`` the tokens left for the messages."""
@@ -109,12 +115,14 @@ class SummarizingStrategy(BudgetedStrategy):
     It opens every plan the same way (:func:`open_plan`: pairing checked, the checkpoint
     rule applied, the prefix and newest unit checked against the budget before any call)
     and hands the :class:`PlanState` to :meth:`_fold`, where each strategy does what makes
-    it different. Subclasses set ``placement``, ``summarizer`` and ``guard``.
+    it different. Subclasses set ``placement``, ``summarizer`` and
+    ``max_failed_compactions``; the plan's :class:`LoopGuard` starts from the conversation's
+    state.
     """
 
     placement: SummaryPlacement
     summarizer: Summarizer | AsyncSummarizer
-    guard: LoopGuard
+    max_failed_compactions: int
 
     @property
     @abstractmethod
@@ -142,9 +150,9 @@ class SummarizingStrategy(BudgetedStrategy):
         ``keep_recent`` (the attributes are the caller's to set).
 
         Raises:
-            ValueError: a numeric option is out of range (``BudgetError`` for the budget).
+            ConfigError: an option is out of range or of the wrong type.
         """
-        check_option("max_tokens", max_tokens, 1, budget=True)
+        check_option("max_tokens", max_tokens, 1)
         check_option("keep_recent", keep_recent, 1)
         for option, value in options:
             check_option(option, value, 1)
@@ -156,7 +164,7 @@ class SummarizingStrategy(BudgetedStrategy):
         self.max_output_tokens = max_output_tokens
         self.instructions = instructions
         self.deadline_s = deadline_s
-        self.guard = LoopGuard(max_failed_compactions)
+        self.max_failed_compactions = max_failed_compactions
         self._init_tools(tools, reserve_tokens)
 
     def _plan(
@@ -165,6 +173,7 @@ class SummarizingStrategy(BudgetedStrategy):
         *,
         counter: TokenCounter,
         checkpoint: CheckpointRecord | None,
+        state: StrategyState,
         budget: int,
     ) -> PlanGenerator:
         st = open_plan(
@@ -175,6 +184,7 @@ class SummarizingStrategy(BudgetedStrategy):
             placement=self.placement,
             max_tokens=self.max_tokens,
             budget=budget,
+            guard=LoopGuard(self.max_failed_compactions, state.failed_compactions),
         )
         return (yield from self._fold(st, budget))
 
@@ -201,6 +211,8 @@ class PlanState:
         prior_text: the prior checkpoint's summary, stripped.
         salt: what summary ids are derived with (the name and the prior checkpoint's id).
         prior_sid: the message id of the prior summary in the current view.
+        guard: the conversation's failure streak, for this plan; every result built here
+            carries its :meth:`LoopGuard.state`.
     """
 
     history: Sequence[Message]
@@ -216,6 +228,7 @@ class PlanState:
     prior_text: str | None
     salt: str
     prior_sid: str
+    guard: LoopGuard
 
     def view(self) -> Assembly:
         """``prefix + [prior summary] + every message after it``, untrimmed."""
@@ -253,6 +266,7 @@ class PlanState:
 
     def result(self, asm: Assembly, **fields: Any) -> StrategyResult:
         """:func:`build_result` for this plan; ``fields`` are its keyword arguments."""
+        fields.setdefault("state", self.guard.state())
         return build_result(
             self.name, self.history, self.counter, asm, prefix_len=self.prefix_len, **fields
         )
@@ -369,9 +383,11 @@ def open_plan(
     placement: SummaryPlacement,
     max_tokens: int | None = None,
     budget: int | None = None,
+    guard: LoopGuard | None = None,
 ) -> PlanState:
     """Validate ``history``, apply the checkpoint rule and gather what a plan starts from.
 
+    ``guard`` is the conversation's failure streak (a disabled one when not given).
     With ``max_tokens``, :func:`require_fit` checks before any summarizer call that the
     prefix and the newest unit fit next to what ``max_tokens - budget`` reserves.
 
@@ -401,4 +417,5 @@ def open_plan(
         prior_text=prior.summary.strip() if prior is not None else None,
         salt=salt,
         prior_sid=span_summary_id(history, p, base_from, salt),
+        guard=guard if guard is not None else LoopGuard(0),
     )

@@ -8,14 +8,24 @@ once (httpx ``Auth.auth_flow`` is the model).
 
 Drivers enforce the summarizer contract at the boundary: a summarizer that raises, or that
 overruns its deadline, yields a failure result instead of an exception.
+
+A strategy object is immutable configuration: one instance may serve every conversation of a
+server, from threads and tasks at once. What varies per conversation (how many compactions
+failed in a row, for the loop guard) is a :class:`StrategyState` the caller passes to
+``plan()`` and gets back on :attr:`StrategyResult.state`;
+:class:`~contextfold.ConversationMemory` keeps it for its conversation.
+
+Abilities only some strategies have are small protocols checked with a ``TypeGuard``
+(:func:`accepts_checkpoints`, :func:`bounded_window`, :func:`counts_tools`), so callers never
+test for a concrete strategy class.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import Any, Protocol, TypeAlias, TypeGuard, TypeVar, cast, runtime_checkable
 
 from contextfold._drive import adrive, drive
 from contextfold.checkpoints import CheckpointRecord
@@ -31,16 +41,26 @@ from contextfold.tokens.base import TokenCounter
 from contextfold.usage import Usage
 
 __all__ = [
+    "AcceptsCheckpoint",
+    "BoundedWindow",
+    "CountsTools",
     "PlanGenerator",
     "Strategy",
     "StrategyResult",
+    "StrategyState",
     "SummaryCall",
     "acall_summarizer",
+    "accepts_checkpoints",
     "arun",
+    "bounded_window",
     "call_summarizer",
+    "checkpoint_applies",
+    "counts_tools",
     "dry_run",
     "placeholder_summary",
     "run",
+    "tools_of",
+    "with_tools",
 ]
 
 
@@ -50,6 +70,55 @@ class SummaryCall:
 
     summarizer: Summarizer | AsyncSummarizer
     request: SummaryRequest
+
+
+@dataclass(frozen=True, slots=True)
+class StrategyState:
+    """What one conversation carries from a build to the next.
+
+    Strategies hold no per-conversation state themselves; a build takes the state the
+    previous build of the same conversation returned (:attr:`StrategyResult.state`) and
+    returns the next one. Start a conversation with ``StrategyState()`` (or ``None``).
+
+    Attributes:
+        failed_compactions: compactions in a row that failed to get under budget; once it
+            reaches a strategy's ``max_failed_compactions`` the summarizer is not called
+            again until a build needs no compaction or one succeeds.
+        stages: the states of a :class:`~contextfold.strategies.Pipeline`'s stages, in order.
+    """
+
+    failed_compactions: int = 0
+    stages: tuple[StrategyState, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (defaults left out)."""
+        out: dict[str, Any] = {}
+        if self.failed_compactions:
+            out["failed_compactions"] = self.failed_compactions
+        if self.stages:
+            out["stages"] = [stage.to_dict() for stage in self.stages]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StrategyState:
+        """Inverse of :meth:`to_dict`; unknown keys are ignored."""
+        failed = data.get("failed_compactions", 0)
+        stages = data.get("stages", ())
+        if isinstance(failed, bool) or not isinstance(failed, int) or failed < 0:
+            failed = 0
+        if not isinstance(stages, (list, tuple)):
+            stages = ()
+        return cls(
+            failed_compactions=failed,
+            stages=tuple(cls.from_dict(s) for s in stages if isinstance(s, Mapping)),
+        )
+
+    def stage(self, index: int) -> StrategyState:
+        """The state of a pipeline's stage ``index`` (a fresh one when none is known)."""
+        return self.stages[index] if index < len(self.stages) else _FRESH
+
+
+_FRESH = StrategyState()
 
 
 @dataclass(frozen=True)
@@ -79,6 +148,7 @@ class StrategyResult:
         usage: what the summarizer calls of this run cost.
         summary_calls: how many summarizer calls were made.
         notes: human-readable reasons, for plans and logs.
+        state: the conversation's state for its next build (see :class:`StrategyState`).
     """
 
     messages: tuple[Message, ...]
@@ -97,6 +167,7 @@ class StrategyResult:
     usage: Usage = field(default_factory=Usage)
     summary_calls: int = 0
     notes: tuple[str, ...] = ()
+    state: StrategyState = _FRESH
     known_tokens_before: int | None = field(default=None, repr=False, compare=False)
     _cache: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -166,9 +237,98 @@ class Strategy(Protocol):
         *,
         counter: TokenCounter,
         checkpoint: CheckpointRecord | None = None,
+        state: StrategyState | None = None,
     ) -> PlanGenerator:
-        """Yield summary calls as needed and return the result. Must not mutate input."""
+        """Yield summary calls as needed and return the result. Must not mutate input.
+
+        ``state`` is what the previous build of the same conversation returned in
+        :attr:`StrategyResult.state` (None for a fresh conversation).
+        """
         ...
+
+
+@runtime_checkable
+class AcceptsCheckpoint(Protocol):
+    """A strategy that decides which stored checkpoints it builds on.
+
+    Without this ability a checkpoint applies when its ``strategy`` is the strategy's name.
+    """
+
+    def accepts_checkpoint(self, checkpoint: CheckpointRecord, /) -> bool:
+        """Whether ``checkpoint`` is one this strategy continues from."""
+        ...
+
+
+@runtime_checkable
+class BoundedWindow(Protocol):
+    """A strategy that only ever sends the newest messages, up to a token budget.
+
+    A caller holding a long stored history may then read only the newest messages that
+    could fit, instead of the whole log.
+    """
+
+    def window_budget(self, counter: TokenCounter, /) -> int:
+        """Tokens of messages (after the system prefix) a build can send at most."""
+        ...
+
+
+_C = TypeVar("_C", bound="CountsTools")
+
+
+@runtime_checkable
+class CountsTools(Protocol):
+    """A strategy that counts the request's tool schemas against its budget."""
+
+    @property
+    def tools(self) -> tuple[Mapping[str, Any], ...]:
+        """The tool schemas it counts (empty when it has none of its own)."""
+        ...
+
+    def tool_tokens(self, counter: TokenCounter, /) -> int:
+        """Tokens the tool schemas cost under ``counter``."""
+        ...
+
+    def with_tools(self: _C, tools: Sequence[Mapping[str, Any]], /) -> _C:
+        """The same configuration counting ``tools``, unless it has schemas of its own."""
+        ...
+
+
+def accepts_checkpoints(strategy: object) -> TypeGuard[AcceptsCheckpoint]:
+    """True when ``strategy`` chooses its own checkpoints (:class:`AcceptsCheckpoint`)."""
+    return isinstance(strategy, AcceptsCheckpoint)
+
+
+def bounded_window(strategy: object) -> TypeGuard[BoundedWindow]:
+    """True when ``strategy`` only sends a budgeted window (:class:`BoundedWindow`)."""
+    return isinstance(strategy, BoundedWindow)
+
+
+def counts_tools(strategy: object) -> TypeGuard[CountsTools]:
+    """True when ``strategy`` counts tool schemas against its budget (:class:`CountsTools`)."""
+    return isinstance(strategy, CountsTools)
+
+
+def with_tools(strategy: Strategy, tools: Sequence[Mapping[str, Any]]) -> Strategy:
+    """``strategy`` counting ``tools`` against its budget, when it counts tools at all.
+
+    A strategy with schemas of its own keeps them; one that does not count tools is returned
+    as it is.
+    """
+    if tools and counts_tools(strategy):
+        return cast(Strategy, strategy.with_tools(tools))
+    return strategy
+
+
+def tools_of(strategy: Strategy) -> tuple[Mapping[str, Any], ...]:
+    """The tool schemas ``strategy`` counts (none when it does not count tools)."""
+    return strategy.tools if counts_tools(strategy) else ()
+
+
+def checkpoint_applies(strategy: Strategy, checkpoint: CheckpointRecord) -> bool:
+    """Whether ``strategy`` builds on ``checkpoint`` (its own rule, or the name rule)."""
+    if accepts_checkpoints(strategy):
+        return strategy.accepts_checkpoint(checkpoint)
+    return checkpoint.strategy == strategy.name
 
 
 # -- drivers ------------------------------------------------------------------------------
@@ -233,9 +393,12 @@ def run(
     *,
     counter: TokenCounter | None = None,
     checkpoint: CheckpointRecord | None = None,
+    state: StrategyState | None = None,
 ) -> StrategyResult:
     """Run ``strategy`` synchronously, calling its summarizers as it asks."""
-    gen = strategy.plan(messages, counter=_default_counter(counter), checkpoint=checkpoint)
+    gen = strategy.plan(
+        messages, counter=_default_counter(counter), checkpoint=checkpoint, state=state
+    )
     return drive(gen, call_summarizer)
 
 
@@ -245,9 +408,12 @@ async def arun(
     *,
     counter: TokenCounter | None = None,
     checkpoint: CheckpointRecord | None = None,
+    state: StrategyState | None = None,
 ) -> StrategyResult:
     """Run ``strategy`` asynchronously; gives the same result as :func:`run`."""
-    gen = strategy.plan(messages, counter=_default_counter(counter), checkpoint=checkpoint)
+    gen = strategy.plan(
+        messages, counter=_default_counter(counter), checkpoint=checkpoint, state=state
+    )
     return await adrive(gen, acall_summarizer)
 
 
@@ -260,13 +426,16 @@ def dry_run(
     *,
     counter: TokenCounter | None = None,
     checkpoint: CheckpointRecord | None = None,
+    state: StrategyState | None = None,
 ) -> StrategyResult:
     """Plan without calling any summarizer: each summary is a short placeholder.
 
     The result shows what would be kept, dropped and summarized; its token figures are
     projections (the real summary's length is unknown until it is written).
     """
-    gen = strategy.plan(messages, counter=_default_counter(counter), checkpoint=checkpoint)
+    gen = strategy.plan(
+        messages, counter=_default_counter(counter), checkpoint=checkpoint, state=state
+    )
     return drive(gen, placeholder_summary)
 
 

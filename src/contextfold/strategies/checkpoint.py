@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from contextfold.checkpoints import CheckpointRecord
-from contextfold.errors import ContextfoldError
+from contextfold.errors import ConfigError
 from contextfold.framing import (
     SummaryPlacement,
     escape_text,
@@ -53,12 +53,12 @@ from contextfold.framing import (
 )
 from contextfold.messages import Message, TextPart
 from contextfold.strategies._common import (
-    LoopGuard,
     add_usage,
     check_summary,
     deadline_from,
     fit_tail,
 )
+from contextfold.strategies._config import check_option
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
 from contextfold.strategies.base import (
     PlanGenerator,
@@ -123,7 +123,7 @@ class Checkpoint(SummarizingStrategy):
             the summarizer is no longer called (0 disables the guard).
 
     Raises:
-        ContextfoldError: an option is out of range.
+        ConfigError: an option is out of range or of the wrong type.
     """
 
     def __init__(
@@ -142,18 +142,17 @@ class Checkpoint(SummarizingStrategy):
         max_failed_compactions: int = 3,
         reserve_tokens: int = 0,
     ) -> None:
-        if max_tokens <= 0:
-            raise ContextfoldError(f"max_tokens must be positive, got {max_tokens}")
+        check_option("max_tokens", max_tokens, 1)
         if keep_recent_tokens is None:
             keep_recent_tokens = max_tokens // 4
-        if keep_recent_tokens < 0:
-            raise ContextfoldError("keep_recent_tokens must not be negative")
+        check_option("keep_recent_tokens", keep_recent_tokens, 0)
         if mode not in ("isolated", "cache_aligned"):
-            raise ContextfoldError(f"mode must be 'isolated' or 'cache_aligned', got {mode!r}")
-        if max_output_tokens is not None and max_output_tokens <= 0:
-            raise ContextfoldError("max_output_tokens must be positive")
-        if max_failed_compactions < 0:
-            raise ContextfoldError("max_failed_compactions must not be negative")
+            raise ConfigError(
+                f"mode must be 'isolated' or 'cache_aligned', got {mode!r}", argument="mode"
+            )
+        if max_output_tokens is not None:
+            check_option("max_output_tokens", max_output_tokens, 1)
+        check_option("max_failed_compactions", max_failed_compactions, 0)
         self.summarizer = summarizer
         self.max_tokens = max_tokens
         self.keep_recent_tokens = keep_recent_tokens
@@ -164,7 +163,8 @@ class Checkpoint(SummarizingStrategy):
         self.system_prompt = system_prompt
         self._init_tools(tools, reserve_tokens)
         self.deadline_s = deadline_s
-        self.guard = LoopGuard(max_failed_compactions)
+        self.max_failed_compactions = max_failed_compactions
+        self._freeze()
 
     @property
     def name(self) -> str:
@@ -261,8 +261,8 @@ class Checkpoint(SummarizingStrategy):
             return st.fallback(
                 "nothing older than the recent tail is left to fold", None, kept="checkpoint"
             )
-        if self.guard.tripped:
-            return st.fallback(self.guard.describe(), None, kept="checkpoint")
+        if st.guard.tripped:
+            return st.fallback(st.guard.describe(), None, kept="checkpoint")
 
         # Split turn: the tail starts inside a turn that began after base_from.
         turn_start = k
@@ -361,14 +361,14 @@ class Checkpoint(SummarizingStrategy):
             combined, replaced_tokens=st.replaced_tokens(k), placement=placement, counter=counter
         )
         if problem is not None:
-            self.guard.failed()
+            st.guard.failed()
             reason, code = problem
             return st.fallback(reason, code, usage=usage, calls=calls, kept="checkpoint")
 
         sid = span_summary_id(history, p, k, st.salt)
         built = st.within_budget(text, sid, k)
         if built is None:
-            self.guard.failed()
+            st.guard.failed()
             return st.fallback(
                 "the checkpoint and the newest message do not fit the budget together",
                 None,
@@ -385,13 +385,13 @@ class Checkpoint(SummarizingStrategy):
                 f"split turn: condensed the first {k - turn_start} messages of the newest turn"
             )
         if asm.tail_start > k:
-            self.guard.failed()
+            st.guard.failed()
             notes.append(
                 f"the checkpoint and the recent tail were still over budget; dropped "
                 f"{asm.tail_start - k} more messages with the sliding window"
             )
         else:
-            self.guard.succeeded()
+            st.guard.succeeded()
 
         model = next((r.model for r in results if r.model), None)
         record = st.record(
@@ -428,7 +428,7 @@ class Checkpoint(SummarizingStrategy):
         usage: Usage,
         calls: int,
     ) -> StrategyResult:
-        self.guard.failed()
+        st.guard.failed()
         if result.ok:
             reason, code = "the summarizer returned an empty checkpoint", "empty"
         else:

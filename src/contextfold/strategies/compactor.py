@@ -38,14 +38,15 @@ from contextfold.strategies._common import (
     LoopGuard,
     assemble,
     char_size,
-    check_option,
     deadline_from,
     message_chars,
 )
+from contextfold.strategies._config import FrozenConfig, check_option
 from contextfold.strategies._plan import PlanState, open_plan
 from contextfold.strategies.base import (
     PlanGenerator,
     StrategyResult,
+    StrategyState,
     arun,
     run,
 )
@@ -68,7 +69,7 @@ COMPACTOR_PLACEMENT = SummaryPlacement(
 )
 
 
-class SummaryCompactor:
+class SummaryCompactor(FrozenConfig):
     """Fold the turns older than the newest ``keep_recent_turns`` into one summary turn.
 
     Args:
@@ -85,7 +86,7 @@ class SummaryCompactor:
             the summarizer and fall back (0 disables the guard).
 
     Raises:
-        ValueError: a numeric option is out of range.
+        ConfigError: an option is out of range or of the wrong type.
     """
 
     def __init__(
@@ -101,7 +102,7 @@ class SummaryCompactor:
     ) -> None:
         check_option("keep_recent_turns", keep_recent_turns, 1)
         if budget_chars is not None:
-            check_option("budget_chars", budget_chars, 1, budget=True)
+            check_option("budget_chars", budget_chars, 1)
         check_option("max_failed_compactions", max_failed_compactions, 0)
         self.summarizer = summarizer
         self.keep_recent_turns = keep_recent_turns
@@ -109,7 +110,8 @@ class SummaryCompactor:
         self.budget_chars = budget_chars
         self.deadline_s = deadline_s
         self.placement = placement if placement is not None else COMPACTOR_PLACEMENT
-        self.guard = LoopGuard(max_failed_compactions)
+        self.max_failed_compactions = max_failed_compactions
+        self._freeze()
 
     @property
     def name(self) -> str:
@@ -129,6 +131,7 @@ class SummaryCompactor:
         *,
         counter: TokenCounter,
         checkpoint: CheckpointRecord | None = None,
+        state: StrategyState | None = None,
     ) -> PlanGenerator:
         """Build the context with the instance's settings; yields at most one call.
 
@@ -137,7 +140,9 @@ class SummaryCompactor:
             BudgetError: with ``budget_chars``, the prefix and the newest message exceed it.
         """
         bound = _Bound(self, None, None, None)  # the instance's own limits
-        return (yield from bound.plan(messages, counter=counter, checkpoint=checkpoint))
+        return (
+            yield from bound.plan(messages, counter=counter, checkpoint=checkpoint, state=state)
+        )
 
     def compact(
         self,
@@ -148,6 +153,7 @@ class SummaryCompactor:
         deadline_s: float | None = None,
         counter: TokenCounter | None = None,
         checkpoint: CheckpointRecord | None = None,
+        state: StrategyState | None = None,
     ) -> StrategyResult:
         """Compact synchronously with per-call limits (the seed's ``compact``).
 
@@ -161,7 +167,7 @@ class SummaryCompactor:
             CancelledError: ``cancel`` was triggered before or during the summary call.
         """
         bound = _Bound(self, budget_chars, cancel, deadline_s)
-        return run(bound, messages, counter=counter, checkpoint=checkpoint)
+        return run(bound, messages, counter=counter, checkpoint=checkpoint, state=state)
 
     async def acompact(
         self,
@@ -172,10 +178,11 @@ class SummaryCompactor:
         deadline_s: float | None = None,
         counter: TokenCounter | None = None,
         checkpoint: CheckpointRecord | None = None,
+        state: StrategyState | None = None,
     ) -> StrategyResult:
         """Async form of :meth:`compact`."""
         bound = _Bound(self, budget_chars, cancel, deadline_s)
-        return await arun(bound, messages, counter=counter, checkpoint=checkpoint)
+        return await arun(bound, messages, counter=counter, checkpoint=checkpoint, state=state)
 
     # -- the planner ----------------------------------------------------------------------
 
@@ -185,12 +192,19 @@ class SummaryCompactor:
         *,
         counter: TokenCounter,
         checkpoint: CheckpointRecord | None,
+        state: StrategyState | None,
         budget_chars: int | None,
         cancel: CancelToken | None,
         deadline_s: float | None,
     ) -> PlanGenerator:
+        failures = state.failed_compactions if state is not None else 0
         st = open_plan(
-            messages, checkpoint, name=self.name, counter=counter, placement=self.placement
+            messages,
+            checkpoint,
+            name=self.name,
+            counter=counter,
+            placement=self.placement,
+            guard=LoopGuard(self.max_failed_compactions, failures),
         )
         history, p, n, cuts = messages, st.prefix_len, len(messages), st.cuts
         prior, base_from, prior_text = st.prior, st.base_from, st.prior_text
@@ -214,7 +228,7 @@ class SummaryCompactor:
         if (budget_chars is None and nturns <= self.keep_recent_turns) or (
             budget_chars is not None and fits
         ):
-            self.guard.succeeded()
+            st.guard.succeeded()
             return st.unchanged(
                 view, "reused the checkpoint" if prior is not None else "nothing to compact"
             )
@@ -247,8 +261,8 @@ class SummaryCompactor:
             while keep > 1 and prefix_chars + char_size(history[k:]) > budget_chars:
                 keep -= 1
                 k = bounds[nturns - keep]
-        if self.guard.tripped:
-            return fallback(self.guard.describe(), None, Usage(), 0)
+        if st.guard.tripped:
+            return fallback(st.guard.describe(), None, Usage(), 0)
         if cancel is not None and cancel.cancelled:
             raise CancelledError(cancel.reason or "cancelled")
 
@@ -264,14 +278,14 @@ class SummaryCompactor:
         if cancel is not None and cancel.cancelled:
             raise CancelledError(cancel.reason or "cancelled")
         if problem is not None:
-            self.guard.failed()
+            st.guard.failed()
             return fallback(problem[0], problem[1], usage, 1)
 
         text = result.text.strip()
         sid = span_summary_id(history, p, k, st.name)
         asm, with_summary = ctx.fit(text, sid, k, k)
         if not with_summary:
-            self.guard.failed()
+            st.guard.failed()
             reason = "the summary does not fit the character budget next to the newest turn"
             return st.result(
                 asm,
@@ -283,13 +297,13 @@ class SummaryCompactor:
             )
         notes = [f"folded {nturns - keep} turns ({k - base_from} messages) into one summary"]
         if asm.tail_start > k:
-            self.guard.failed()
+            st.guard.failed()
             notes.append(
                 f"over the character budget: dropped {asm.tail_start - k} more messages "
                 "from the oldest kept turns"
             )
         else:
-            self.guard.succeeded()
+            st.guard.succeeded()
         record = st.record(
             text,
             k,
@@ -432,12 +446,14 @@ class _Bound:
         *,
         counter: TokenCounter,
         checkpoint: CheckpointRecord | None = None,
+        state: StrategyState | None = None,
     ) -> PlanGenerator:
         return (
             yield from self.compactor._plan(
                 messages,
                 counter=counter,
                 checkpoint=checkpoint,
+                state=state,
                 budget_chars=self.budget_chars,
                 cancel=self.cancel,
                 deadline_s=self.deadline_s,

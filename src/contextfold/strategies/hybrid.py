@@ -62,7 +62,7 @@ class Hybrid(SummarizingStrategy):
         reserve_tokens: tokens kept free, for example for the model's answer.
 
     Raises:
-        ValueError: a numeric option is out of range.
+        ConfigError: an option is out of range or of the wrong type.
     """
 
     def __init__(
@@ -96,6 +96,7 @@ class Hybrid(SummarizingStrategy):
         )
         self.chunk_size = chunk_size
         self.max_chunks = max_chunks
+        self._freeze()
 
     @property
     def name(self) -> str:
@@ -129,7 +130,7 @@ class Hybrid(SummarizingStrategy):
 
         before = view_tokens(running)
         if before <= budget:
-            self.guard.succeeded()  # no pressure: a tripped guard may try again next time
+            st.guard.succeeded()  # no pressure: a tripped guard may try again next time
             return st.unchanged(
                 st.view(),
                 "reused the running summary: it and the newer messages fit the budget"
@@ -149,8 +150,8 @@ class Hybrid(SummarizingStrategy):
         last_model: str | None = None
         last_details: dict[str, object] = {}
         deadline = deadline_from(self.deadline_s)
-        if self.guard.tripped and limit > covered_end:
-            fallback = self.guard.describe()
+        if st.guard.tripped and limit > covered_end:
+            fallback = st.guard.describe()
         while fallback is None and covered_end < limit and chunks < self.max_chunks:
             if view_tokens(running) <= budget:
                 break
@@ -223,9 +224,9 @@ class Hybrid(SummarizingStrategy):
             notes.append("still over budget: trimmed the newer messages with the sliding window")
         if not guard_stop:
             if fallback is not None or (trimmed and not bounded and calls):
-                self.guard.failed()
+                st.guard.failed()
             elif calls:
-                self.guard.succeeded()
+                st.guard.succeeded()
 
         record: CheckpointRecord | None = None
         if chunks and with_summary and running is not None:

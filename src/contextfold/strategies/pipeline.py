@@ -13,10 +13,13 @@ A checkpoint handed to the pipeline belongs to the stage whose name matches its
 stage already made the rest fit.
 
 The pipeline's ``tools`` and ``reserve_tokens`` count against its ``max_tokens``. A stage
-that counts tools itself but has none of its own (or no reserve of its own) runs as a shallow
-copy carrying the pipeline's, so every stage leaves room for the schemas the request will
-carry; ``Pipeline.stages`` holds the stages as they run (the copies share the original's
-summarizer and loop guard). A stage with schemas of its own keeps them.
+that counts tools itself but has none of its own (or no reserve of its own) runs as a copy
+carrying the pipeline's (strategies are immutable, so a copy shares nothing that changes), so
+every stage leaves room for the schemas the request will carry; ``Pipeline.stages`` holds the
+stages as they run. A stage with schemas of its own keeps them.
+
+Each stage keeps its own per-conversation state: the pipeline's
+:class:`~contextfold.strategies.StrategyState` holds one per stage, in order.
 """
 
 from __future__ import annotations
@@ -25,23 +28,26 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
+from contextfold.errors import ConfigError
 from contextfold.framing import SummaryPlacement, span_summary_id
 from contextfold.messages import Message
 from contextfold.strategies._common import (
     assemble,
-    check_option,
     cut_points,
     locate_checkpoint,
     prepare_from,
     ranges_of,
     require_fit,
-    with_tools,
 )
+from contextfold.strategies._config import ToolBudget, check_option
 from contextfold.strategies._plan import BudgetedStrategy
 from contextfold.strategies.base import (
     PlanGenerator,
     Strategy,
     StrategyResult,
+    StrategyState,
+    checkpoint_applies,
+    with_tools,
 )
 from contextfold.strategies.sliding import fit_window
 from contextfold.summarizers.base import Usage
@@ -64,7 +70,7 @@ class Pipeline(BudgetedStrategy):
             stages that reserve nothing themselves.
 
     Raises:
-        ValueError: no stages, a stage that is not a strategy, or a non-positive budget.
+        ConfigError: no stages, a stage that is not a strategy, or a bad budget.
     """
 
     def __init__(
@@ -77,25 +83,36 @@ class Pipeline(BudgetedStrategy):
     ) -> None:
         stages = tuple(stages)
         if not stages:
-            raise ValueError("a pipeline needs at least one stage")
+            raise ConfigError("a pipeline needs at least one stage", argument="stages")
         for stage in stages:
             if not isinstance(stage, Strategy):
-                raise ValueError(f"{stage!r} is not a strategy (it needs name and plan())")
-        check_option("max_tokens", max_tokens, 1, budget=True)
+                raise ConfigError(
+                    f"{stage!r} is not a strategy (it needs name and plan())", argument="stages"
+                )
+        check_option("max_tokens", max_tokens, 1)
         self.max_tokens = max_tokens
         self._init_tools(tools, reserve_tokens)
         self._given_stages = stages
         self.stages: tuple[Strategy, ...] = ()
         self._tools_changed()
+        self._freeze()
 
     def _tools_changed(self) -> None:
         """Hand the pipeline's tools and reserve to the stages that have none of their own.
 
-        Called again when a copy of the pipeline is given other tools (see ``with_tools``).
+        Called again on a copy of the pipeline given other tools (see ``with_tools``).
         """
-        self.stages = tuple(
-            with_tools(stage, self.tools, self.reserve_tokens) for stage in self._given_stages
-        )
+        stages = tuple(self._stage_with_overhead(stage) for stage in self._given_stages)
+        object.__setattr__(self, "stages", stages)
+
+    def _stage_with_overhead(self, stage: Strategy) -> Strategy:
+        if isinstance(stage, ToolBudget):
+            return stage.with_overhead(self.tools, self.reserve_tokens)
+        return with_tools(stage, self.tools)
+
+    def accepts_checkpoint(self, checkpoint: CheckpointRecord, /) -> bool:
+        """A checkpoint applies when one of the stages builds on it."""
+        return any(checkpoint_applies(stage, checkpoint) for stage in self.stages)
 
     @property
     def name(self) -> str:
@@ -112,6 +129,7 @@ class Pipeline(BudgetedStrategy):
         *,
         counter: TokenCounter,
         checkpoint: CheckpointRecord | None,
+        state: StrategyState,
         budget: int,
     ) -> PlanGenerator:
         """Run the stages (yielding their summary calls) within ``budget`` tokens."""
@@ -130,7 +148,7 @@ class Pipeline(BudgetedStrategy):
 
         owner: Strategy | None = None
         if checkpoint is not None:
-            owner = next((s for s in self.stages if s.name == checkpoint.strategy), None)
+            owner = next((s for s in self.stages if checkpoint_applies(s, checkpoint)), None)
         pending = checkpoint if owner is not None else None
 
         current: list[Message] = list(history)
@@ -175,15 +193,20 @@ class Pipeline(BudgetedStrategy):
             return view.messages, view_origin, covered_orig, covered == p
 
         stopped_early = False
-        for stage in self.stages:
+        states = [state.stage(i) for i in range(len(self.stages))]
+        for i, stage in enumerate(self.stages):
             view, _, view_summarized, outside = effective()
             if counter.count_messages(view) <= budget:
                 stopped_early = True
                 notes.append(f"fits the budget before {stage.name}: remaining stages skipped")
                 break
             sub = yield from stage.plan(
-                current, counter=counter, checkpoint=pending if stage is owner else None
+                current,
+                counter=counter,
+                checkpoint=pending if stage is owner else None,
+                state=states[i],
             )
+            states[i] = sub.state
             # Map the stage's ranges (indices into ``current``) back to the original history.
             for a, b in sub.summarized_ranges:
                 mapped = {o for o in origin[a:b] if o is not None}
@@ -257,4 +280,5 @@ class Pipeline(BudgetedStrategy):
             usage=usage,
             summary_calls=calls,
             notes=tuple(notes),
+            state=StrategyState(stages=tuple(states)),
         )

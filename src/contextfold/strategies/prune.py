@@ -19,16 +19,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
+from contextfold.errors import ConfigError
 from contextfold.messages import Message, Part, ToolResultPart
 from contextfold.strategies._common import (
-    ToolBudget,
-    check_option,
     cut_points,
     prepare,
     require_fit,
     with_overhead_notes,
 )
-from contextfold.strategies.base import PlanGenerator, StrategyResult
+from contextfold.strategies._config import FrozenConfig, ToolBudget, check_option
+from contextfold.strategies.base import PlanGenerator, StrategyResult, StrategyState
 from contextfold.strategies.sliding import fit_window
 from contextfold.tokens.base import TokenCounter
 from contextfold.turns import group_turns
@@ -38,7 +38,7 @@ __all__ = ["DEFAULT_MARKER", "PruneToolOutputs"]
 DEFAULT_MARKER = "[tool output cleared: {name}, {tokens:,} tokens]"
 
 
-class PruneToolOutputs(ToolBudget):
+class PruneToolOutputs(ToolBudget, FrozenConfig):
     """Replace old tool outputs with a marker; no model involved.
 
     Args:
@@ -60,7 +60,7 @@ class PruneToolOutputs(ToolBudget):
         reserve_tokens: tokens kept free besides the messages and tools (with ``max_tokens``).
 
     Raises:
-        ValueError: an option is out of range or the marker has an unknown placeholder.
+        ConfigError: an option is out of range or the marker has an unknown placeholder.
     """
 
     def __init__(
@@ -79,11 +79,11 @@ class PruneToolOutputs(ToolBudget):
         check_option("keep_recent_turns", keep_recent_turns, 0)
         check_option("min_savings", min_savings, 0)
         if max_tokens is not None:
-            check_option("max_tokens", max_tokens, 1, budget=True)
+            check_option("max_tokens", max_tokens, 1)
         try:
             marker.format(name="tool", tokens=1, chars=1, call_id="call")
         except (KeyError, IndexError, ValueError) as exc:
-            raise ValueError(f"bad marker {marker!r}: {exc}") from exc
+            raise ConfigError(f"bad marker {marker!r}: {exc}", argument="marker") from exc
         self.keep_recent = keep_recent
         self.keep_recent_turns = keep_recent_turns
         self.protect = frozenset(protect)
@@ -91,6 +91,7 @@ class PruneToolOutputs(ToolBudget):
         self.marker = marker
         self.max_tokens = max_tokens
         self._init_tools(tools, reserve_tokens)
+        self._freeze()
 
     @property
     def name(self) -> str:
@@ -110,8 +111,9 @@ class PruneToolOutputs(ToolBudget):
         *,
         counter: TokenCounter,
         checkpoint: CheckpointRecord | None = None,
+        state: StrategyState | None = None,
     ) -> PlanGenerator:
-        """Return the pruned context; never yields. ``checkpoint`` is not used.
+        """Return the pruned context; never yields. ``checkpoint`` and ``state`` are not used.
 
         Raises:
             PairingError: the history breaks the tool-pair invariant.

@@ -23,14 +23,15 @@ after a summary, and for their fallback.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import BudgetError, PairingError
 from contextfold.messages import Message
-from contextfold.strategies.base import PlanGenerator, StrategyResult
+from contextfold.strategies._config import FrozenConfig, ToolBudget, check_option
+from contextfold.strategies.base import PlanGenerator, StrategyResult, StrategyState
 from contextfold.tokens.base import BaseCounter, TokenCounter
 from contextfold.turns import prefix_length
 
@@ -258,7 +259,7 @@ def _newest_unit_tokens(
     return tokens, len(messages) - i
 
 
-class SlidingWindow:
+class SlidingWindow(ToolBudget, FrozenConfig):
     """Keep the system prefix and the newest whole turns that fit ``max_tokens``.
 
     A sans-I/O strategy whose :meth:`plan` never yields: it needs no summarizer. It drops
@@ -269,6 +270,9 @@ class SlidingWindow:
         max_tokens: the budget for everything sent: messages, tool schemas and the reserve.
         tools: the tool schemas sent with each request; they count against the budget.
         reserve_tokens: tokens kept free, for example for the model's answer.
+
+    Raises:
+        ConfigError: an option is out of range or of the wrong type.
 
     Example:
         >>> from contextfold.strategies.base import run
@@ -282,15 +286,10 @@ class SlidingWindow:
         tools: Sequence[Mapping[str, Any]] | None = None,
         reserve_tokens: int = 0,
     ) -> None:
-        if max_tokens <= 0:
-            raise BudgetError(f"max_tokens must be positive, got {max_tokens}", budget=max_tokens)
-        if reserve_tokens < 0:
-            raise BudgetError(f"reserve_tokens must not be negative, got {reserve_tokens}")
+        check_option("max_tokens", max_tokens, 1)
         self.max_tokens = max_tokens
-        self.tools: tuple[Mapping[str, Any], ...] = tuple(tools or ())
-        self.reserve_tokens = reserve_tokens
-        # Tool schemas are fixed for the strategy's life; count them once per counter.
-        self._tool_tokens: dict[Hashable, int] = {}
+        self._init_tools(tools, reserve_tokens)
+        self._freeze()
 
     @property
     def name(self) -> str:
@@ -303,16 +302,9 @@ class SlidingWindow:
             f"reserve_tokens={self.reserve_tokens})"
         )
 
-    def tool_tokens(self, counter: TokenCounter) -> int:
-        """Tokens the tool schemas cost under ``counter`` (cached per counter setup)."""
-        if not self.tools:
-            return 0
-        key = counter.cache_key
-        cached = self._tool_tokens.get(key)
-        if cached is None:
-            cached = counter.count_tools(self.tools)
-            self._tool_tokens[key] = cached
-        return cached
+    def window_budget(self, counter: TokenCounter, /) -> int:
+        """Tokens of messages a window can hold: ``max_tokens`` less schemas and reserve."""
+        return self.max_tokens - self.tool_tokens(counter) - self.reserve_tokens
 
     def fit(self, messages: Sequence[Message], *, counter: TokenCounter) -> StrategyResult:
         """Build the window directly (what :meth:`plan` returns, without a driver)."""
@@ -327,8 +319,12 @@ class SlidingWindow:
         *,
         counter: TokenCounter,
         checkpoint: CheckpointRecord | None = None,
+        state: StrategyState | None = None,
     ) -> PlanGenerator:
-        """Return the window; never yields. ``checkpoint`` is ignored (see the class doc)."""
+        """Return the window; never yields. ``checkpoint`` is ignored (see the class doc).
+
+        The window keeps no per-conversation state, so ``state`` is not used either.
+        """
         return self.fit(messages, counter=counter)
         yield  # pragma: no cover - makes this a generator
 

@@ -55,7 +55,7 @@ class Summarization(SummarizingStrategy):
         reserve_tokens: tokens kept free, for example for the model's answer.
 
     Raises:
-        ValueError: a numeric option is out of range.
+        ConfigError: an option is out of range or of the wrong type.
     """
 
     def __init__(
@@ -84,6 +84,7 @@ class Summarization(SummarizingStrategy):
             tools=tools,
             reserve_tokens=reserve_tokens,
         )
+        self._freeze()
 
     @property
     def name(self) -> str:
@@ -99,7 +100,7 @@ class Summarization(SummarizingStrategy):
         prior, base_from = st.prior, st.base_from
         view = st.view()
         if view.tokens <= budget:
-            self.guard.succeeded()  # no pressure: a tripped guard may try again next time
+            st.guard.succeeded()  # no pressure: a tripped guard may try again next time
             return st.unchanged(
                 view,
                 "reused the checkpoint: summary and newer messages fit the budget"
@@ -118,8 +119,8 @@ class Summarization(SummarizingStrategy):
                     "trimmed with the sliding window"
                 ],
             )
-        if self.guard.tripped:
-            return st.fallback(self.guard.describe(), None)
+        if st.guard.tripped:
+            return st.fallback(st.guard.describe(), None)
 
         max_output = cap_output(
             self.max_output_tokens,
@@ -139,14 +140,14 @@ class Summarization(SummarizingStrategy):
         )
         result, usage, problem = yield from st.summarize(self.summarizer, request, end=k)
         if problem is not None:
-            self.guard.failed()
+            st.guard.failed()
             reason, code = problem
             return st.fallback(reason, code, usage=usage, calls=1)
 
         text = result.text.strip()
         built = st.within_budget(text, span_summary_id(history, p, k, st.name), k)
         if built is None:
-            self.guard.failed()
+            st.guard.failed()
             return st.fallback(
                 "the new summary and the newest message do not fit the budget together",
                 None,
@@ -156,13 +157,13 @@ class Summarization(SummarizingStrategy):
         asm = built
         notes = [f"summarized {k - p} messages into one summary ({len(text)} characters)"]
         if asm.tail_start > k:
-            self.guard.failed()
+            st.guard.failed()
             notes.append(
                 f"the summary and the newest {n - k} messages were still over budget; "
                 f"dropped {asm.tail_start - k} more with the sliding window"
             )
         else:
-            self.guard.succeeded()
+            st.guard.succeeded()
         details: dict[str, object] = {"covered_messages": k - p, "mode": request.kind}
         if result.details:
             details["summarizer"] = dict(result.details)
