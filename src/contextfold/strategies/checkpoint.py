@@ -41,6 +41,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from contextfold.checkpoints import CheckpointRecord
@@ -53,6 +54,7 @@ from contextfold.framing import (
 )
 from contextfold.messages import Message, TextPart
 from contextfold.strategies._common import (
+    Assembly,
     add_usage,
     check_summary,
     deadline_from,
@@ -241,184 +243,139 @@ class Checkpoint(SummarizingStrategy):
         the checkpoint are validated and cut: the covered part was checked when the
         checkpoint was made.
         """
-        history, p, n, cuts = st.history, st.prefix_len, len(st.history), st.cuts
-        counter = st.counter
-        placement = st.placement
-        prior, base_from, prior_text = st.prior, st.base_from, st.prior_text
         view = st.view()
         if view.tokens <= budget:
             return st.unchanged(
                 view,
                 "reused the checkpoint: it and the newer messages fit the budget"
-                if prior is not None
+                if st.prior is not None
                 else "the history fits the budget",
-                known_tokens_before=None if prior is not None else view.tokens,
+                known_tokens_before=None if st.prior is not None else view.tokens,
             )
-
-        prefix_tokens = counter.count_messages(history[:p])
-        k = self._tail_start(history, cuts, base_from, counter, prefix_tokens, budget)
-        if k <= base_from:
+        prefix_tokens = st.counter.count_messages(st.history[: st.prefix_len])
+        k = self._tail_start(st.history, st.cuts, st.base_from, st.counter, prefix_tokens, budget)
+        if k <= st.base_from:
             return st.fallback(
                 "nothing older than the recent tail is left to fold", None, kept="checkpoint"
             )
         if st.guard.tripped:
             return st.fallback(st.guard.describe(), None, kept="checkpoint")
 
-        # Split turn: the tail starts inside a turn that began after base_from.
-        turn_start = k
-        if k < n and not is_turn_start(history[k]):
-            t = k - 1
-            while t >= base_from and not is_turn_start(history[t]):
-                t -= 1
-            if t >= base_from:
-                turn_start = t
-        split = turn_start < k
+        span = _span(st, k, budget, prefix_tokens, self.max_output_tokens)
+        files = _Files.of(st.prior)
+        usage = Usage()
+        results: list[SummarizationResult] = []
+        texts: dict[str, str] = {}
+        for part, request in self._requests(st, span, files):
+            result = yield SummaryCall(self.summarizer, request)
+            usage = add_usage(usage, result)
+            results.append(result)
+            if not result.ok or not result.text.strip():
+                return self._fail(st, result, usage, len(results))
+            texts[part] = result.text.strip()
+        files = files.after(results, st.history[st.base_from : k])
+        text = files.listed_in(_joined(texts.get("main", st.prior_text), texts.get("turn")))
+        return self._fitted(st, view, span, text, files, results, usage)
 
-        # Room for the checkpoint next to the prefix and the tail.
-        tail_tokens = counter.count_messages(history[k:])
-        frame = summary_message_tokens("", placement, counter)
-        room = budget - prefix_tokens - tail_tokens - frame
-        cap = max(_MIN_OUTPUT, room)
-        if self.max_output_tokens is not None:
-            cap = min(cap, self.max_output_tokens)
-        main_cap, turn_cap = cap, 0
-        if split and turn_start == base_from:
-            turn_cap = cap  # the whole span is the first part of the newest turn
-        elif split:
-            turn_cap = max(_MIN_OUTPUT // 2, cap // 3)
-            main_cap = max(_MIN_OUTPUT // 2, cap - turn_cap)
-
+    def _requests(
+        self, st: PlanState, span: _Span, files: _Files
+    ) -> list[tuple[str, SummaryRequest]]:
+        """The checkpoint request for the older span, and one for a split turn's first part."""
+        history, p, placement = st.history, st.prefix_len, st.placement
         deadline = deadline_from(self.deadline_s)
-        files_read, files_modified = _prior_files(prior)
-        details = {"files_read": sorted(files_read), "files_modified": sorted(files_modified)}
+        details = files.details()
         system = list(history[:p])
         if self.system_prompt and not system:
             system = [Message.system(self.system_prompt, id="system_prompt")]
         prior_msgs: list[Message] = []
-        if prior_text is not None:
-            framed = TextPart(placement.frame(prior_text))
+        if st.prior_text is not None:
+            framed = TextPart(placement.frame(st.prior_text))
             prior_msgs = [Message(placement.role, (framed,), id=st.prior_sid)]
-
-        usage = Usage()
-        calls = 0
-        results: list[SummarizationResult] = []
-        main_span = history[base_from:turn_start]
+        main_span = history[st.base_from : span.turn_start]
         requests: list[tuple[str, SummaryRequest]] = []
         if main_span:
             request = self._request(
                 main_span,
                 kind="checkpoint",
-                previous=prior_text,
-                cap=main_cap,
+                previous=st.prior_text,
+                cap=span.main_cap,
                 deadline=deadline,
                 details=details,
                 system=system,
                 prefix=prior_msgs,
             )
             requests.append(("main", request))
-        if split:
+        if span.split:
             request = self._request(
-                history[turn_start:k],
+                history[span.turn_start : span.end],
                 kind="turn_prefix",
                 previous=None,
-                cap=turn_cap,
+                cap=span.turn_cap,
                 deadline=deadline,
                 details=details,
                 system=system,
                 prefix=[*prior_msgs, *main_span],
             )
             requests.append(("turn", request))
-        texts: dict[str, str] = {}
-        for part, request in requests:
-            result = yield SummaryCall(self.summarizer, request)
-            calls += 1
-            usage = add_usage(usage, result)
-            results.append(result)
-            if not result.ok or not result.text.strip():
-                return self._fail(st, result, usage, calls)
-            texts[part] = result.text.strip()
-        main_text = texts.get("main", prior_text)
-        turn_text = texts.get("turn")
+        return requests
 
-        for r in results:
-            files_read |= set(_strs(r.details.get("files_read")))
-            files_modified |= set(_strs(r.details.get("files_modified")))
-        r_new, m_new = file_operations(history[base_from:k])
-        files_read |= r_new
-        files_modified |= m_new
-        files_read -= files_modified
-
-        if turn_text is None:
-            text = main_text or ""
-        elif main_text:
-            text = f"{main_text}{_SPLIT_JOIN}{turn_text}"
-        else:
-            text = f"{_TURN_HEADER}\n\n{turn_text}"
-        text = _with_file_lists(text, files_read, files_modified)
-
+    def _fitted(
+        self,
+        st: PlanState,
+        view: Assembly,
+        span: _Span,
+        text: str,
+        files: _Files,
+        results: Sequence[SummarizationResult],
+        usage: Usage,
+    ) -> StrategyResult:
+        """The result for a written checkpoint: checked, fitted, recorded (or a fallback)."""
+        k, calls = span.end, len(results)
         combined = SummarizationResult.success(text)
         problem = check_summary(
-            combined, replaced_tokens=st.replaced_tokens(k), placement=placement, counter=counter
+            combined,
+            replaced_tokens=st.replaced_tokens(k),
+            placement=st.placement,
+            counter=st.counter,
         )
-        if problem is not None:
-            st.guard.failed()
-            reason, code = problem
-            return st.fallback(reason, code, usage=usage, calls=calls, kept="checkpoint")
-
-        sid = span_summary_id(history, p, k, st.salt)
-        built = st.within_budget(text, sid, k)
+        sid = span_summary_id(st.history, st.prefix_len, k, st.salt)
+        built = st.within_budget(text, sid, k) if problem is None else None
         if built is None:
             st.guard.failed()
-            return st.fallback(
+            reason, code = problem or (
                 "the checkpoint and the newest message do not fit the budget together",
                 None,
-                usage=usage,
-                calls=calls,
-                kept="checkpoint",
             )
-        asm = built
-        notes = [f"folded {k - base_from} messages into a checkpoint ({len(text)} characters)"]
-        if prior is not None:
-            notes.append(f"merged the previous checkpoint {prior.id}")
-        if split:
-            notes.append(
-                f"split turn: condensed the first {k - turn_start} messages of the newest turn"
-            )
-        if asm.tail_start > k:
+            return st.fallback(reason, code, usage=usage, calls=calls, kept="checkpoint")
+        notes = _notes(st, span, text, built)
+        if built.tail_start > k:
             st.guard.failed()
-            notes.append(
-                f"the checkpoint and the recent tail were still over budget; dropped "
-                f"{asm.tail_start - k} more messages with the sliding window"
-            )
         else:
             st.guard.succeeded()
-
-        model = next((r.model for r in results if r.model), None)
         record = st.record(
             text,
             k,
-            asm,
+            built,
             id="ckpt_" + hashlib.sha256((sid + text).encode()).hexdigest()[:24],
-            model=model,
+            model=next((r.model for r in results if r.model), None),
             prompt_hash=_prompt_hash(self.summarizer),
             tokens_before=view.tokens,
             usage=usage,
             details={
-                "files_read": sorted(files_read),
-                "files_modified": sorted(files_modified),
-                "covered_messages": k - base_from,
-                "split_turn": split,
+                **files.details(),
+                "covered_messages": k - st.base_from,
+                "split_turn": span.split,
                 "mode": self.mode,
             },
         )
         return st.result(
-            asm,
+            built,
             covered_end=k,
             checkpoint=record,
             usage=usage,
             calls=calls,
             notes=notes,
-            known_tokens_before=view.tokens if prior is None else None,
+            known_tokens_before=view.tokens if st.prior is None else None,
         )
 
     def _fail(
@@ -436,17 +393,107 @@ class Checkpoint(SummarizingStrategy):
         return st.fallback(reason, code, usage=usage, calls=calls, kept="checkpoint")
 
 
+@dataclass(frozen=True, slots=True)
+class _Span:
+    """What one compaction folds: up to ``end``, a split turn's first part included."""
+
+    end: int  # where the verbatim tail starts
+    turn_start: int  # where the newest turn starts (== end unless the turn is split)
+    main_cap: int  # output cap of the checkpoint call
+    turn_cap: int  # output cap of the split-turn call
+
+    @property
+    def split(self) -> bool:
+        return self.turn_start < self.end
+
+
+def _span(st: PlanState, k: int, budget: int, prefix_tokens: int, max_output: int | None) -> _Span:
+    """The span to fold up to ``k``, and the output caps that leave room for the tail."""
+    history, n = st.history, len(st.history)
+    turn_start = k
+    if k < n and not is_turn_start(history[k]):
+        t = k - 1
+        while t >= st.base_from and not is_turn_start(history[t]):
+            t -= 1
+        if t >= st.base_from:
+            turn_start = t
+    tail_tokens = st.counter.count_messages(history[k:])
+    frame = summary_message_tokens("", st.placement, st.counter)
+    cap = max(_MIN_OUTPUT, budget - prefix_tokens - tail_tokens - frame)
+    if max_output is not None:
+        cap = min(cap, max_output)
+    main_cap, turn_cap = cap, 0
+    if turn_start < k and turn_start == st.base_from:
+        turn_cap = cap  # the whole span is the first part of the newest turn
+    elif turn_start < k:
+        turn_cap = max(_MIN_OUTPUT // 2, cap // 3)
+        main_cap = max(_MIN_OUTPUT // 2, cap - turn_cap)
+    return _Span(k, turn_start, main_cap, turn_cap)
+
+
+@dataclass(frozen=True, slots=True)
+class _Files:
+    """Paths read and modified, accumulated across checkpoints."""
+
+    read: frozenset[str]
+    modified: frozenset[str]
+
+    @classmethod
+    def of(cls, prior: CheckpointRecord | None) -> _Files:
+        if prior is None:
+            return cls(frozenset(), frozenset())
+        d = prior.details or {}
+        return cls(frozenset(_strs(d.get("files_read"))), frozenset(_strs(d.get("files_modified"))))
+
+    def after(self, results: Sequence[SummarizationResult], span: Sequence[Message]) -> _Files:
+        """These plus what the summarizer reported and the span's tool calls touched."""
+        read, modified = set(self.read), set(self.modified)
+        for r in results:
+            read |= set(_strs(r.details.get("files_read")))
+            modified |= set(_strs(r.details.get("files_modified")))
+        r_new, m_new = file_operations(span)
+        read |= r_new
+        modified |= m_new
+        return _Files(frozenset(read - modified), frozenset(modified))
+
+    def details(self) -> dict[str, list[str]]:
+        return {"files_read": sorted(self.read), "files_modified": sorted(self.modified)}
+
+    def listed_in(self, text: str) -> str:
+        """``text`` with the file lists it does not already mention appended."""
+        return _with_file_lists(text, set(self.read), set(self.modified))
+
+
+def _joined(main_text: str | None, turn_text: str | None) -> str:
+    """The checkpoint text: the main summary, then a split turn's condensed first part."""
+    if turn_text is None:
+        return main_text or ""
+    if main_text:
+        return f"{main_text}{_SPLIT_JOIN}{turn_text}"
+    return f"{_TURN_HEADER}\n\n{turn_text}"
+
+
+def _notes(st: PlanState, span: _Span, text: str, built: Assembly) -> list[str]:
+    k = span.end
+    notes = [f"folded {k - st.base_from} messages into a checkpoint ({len(text)} characters)"]
+    if st.prior is not None:
+        notes.append(f"merged the previous checkpoint {st.prior.id}")
+    if span.split:
+        notes.append(
+            f"split turn: condensed the first {k - span.turn_start} messages of the newest turn"
+        )
+    if built.tail_start > k:
+        notes.append(
+            f"the checkpoint and the recent tail were still over budget; dropped "
+            f"{built.tail_start - k} more messages with the sliding window"
+        )
+    return notes
+
+
 def _strs(value: Any) -> list[str]:
     if isinstance(value, (list, tuple, set, frozenset)):
         return [v for v in value if isinstance(v, str)]
     return []
-
-
-def _prior_files(prior: CheckpointRecord | None) -> tuple[set[str], set[str]]:
-    if prior is None:
-        return set(), set()
-    d = prior.details or {}
-    return set(_strs(d.get("files_read"))), set(_strs(d.get("files_modified")))
 
 
 def _with_file_lists(text: str, read: set[str], modified: set[str]) -> str:
