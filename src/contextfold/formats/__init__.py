@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeAlias
 
-from contextfold.errors import FormatError
+from contextfold.errors import ConfigError, FormatError
 from contextfold.formats import anthropic, openai_chat, openai_responses
 from contextfold.messages import Message
 
@@ -159,8 +159,11 @@ def detect(payload: Any) -> FormatName:
 
 
 def _check_name(format: str) -> None:
+    # A format name is the caller's choice, not part of the payload: misuse, not FormatError.
     if not isinstance(format, str) or format not in _LOADERS:
-        raise FormatError(f"unknown format {format!r}; expected one of {list(FORMAT_NAMES)}")
+        raise ConfigError(
+            f"unknown format {format!r}; expected one of {list(FORMAT_NAMES)}", argument="format"
+        )
 
 
 def load(payload: Any, format: str = "auto", *, strict: bool = False) -> list[Message]:
@@ -172,7 +175,8 @@ def load(payload: Any, format: str = "auto", *, strict: bool = False) -> list[Me
         strict: reject what the format module would otherwise keep opaque or unchecked.
 
     Raises:
-        FormatError: unknown format name, undetectable or malformed payload.
+        FormatError: the payload is undetectable or malformed.
+        ConfigError: unknown format name, or ``strict`` is not a boolean.
     """
     if format == "auto":
         format = detect(payload)
@@ -184,7 +188,7 @@ def dump(messages: Sequence[Message], format: str) -> Any:
     """Dump messages in a provider format (converting when they came from another one).
 
     Raises:
-        FormatError: unknown format name.
+        ConfigError: unknown format name, or ``messages`` is not a sequence of messages.
     """
     _check_name(format)
     return _DUMPERS[format](messages)
