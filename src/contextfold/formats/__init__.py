@@ -23,19 +23,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeAlias
 
-from contextfold.errors import ConfigError, FormatError
-from contextfold.formats import anthropic, openai_chat, openai_responses
+from contextfold.errors import FormatError
+from contextfold.formats import anthropic, claude_code, openai_chat, openai_responses, trajectories
+from contextfold.formats._common import check_format_name
 from contextfold.messages import Message
 
 __all__ = [
     "FORMAT_NAMES",
     "FormatName",
     "anthropic",
+    "claude_code",
     "detect",
     "dump",
     "load",
     "openai_chat",
     "openai_responses",
+    "trajectories",
 ]
 
 FormatName: TypeAlias = Literal["openai_chat", "openai_responses", "anthropic"]
@@ -158,14 +161,6 @@ def detect(payload: Any) -> FormatName:
     return "openai_chat"
 
 
-def _check_name(format: str) -> None:
-    # A format name is the caller's choice, not part of the payload: misuse, not FormatError.
-    if not isinstance(format, str) or format not in _LOADERS:
-        raise ConfigError(
-            f"unknown format {format!r}; expected one of {list(FORMAT_NAMES)}", argument="format"
-        )
-
-
 def load(payload: Any, format: str = "auto", *, strict: bool = False) -> list[Message]:
     """Load a provider payload into messages.
 
@@ -180,7 +175,7 @@ def load(payload: Any, format: str = "auto", *, strict: bool = False) -> list[Me
     """
     if format == "auto":
         format = detect(payload)
-    _check_name(format)
+    check_format_name(format)
     return _LOADERS[format](payload, strict=strict)
 
 
@@ -190,5 +185,5 @@ def dump(messages: Sequence[Message], format: str) -> Any:
     Raises:
         ConfigError: unknown format name, or ``messages`` is not a sequence of messages.
     """
-    _check_name(format)
+    check_format_name(format)
     return _DUMPERS[format](messages)

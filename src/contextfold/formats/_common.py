@@ -60,6 +60,17 @@ def depth_guard() -> Iterator[None]:
         fail("payload is nested too deeply")
 
 
+def check_format_name(format: Any) -> None:
+    """Raise :class:`ConfigError` unless ``format`` names one of :data:`FORMATS`.
+
+    The name is the caller's argument, not part of the payload: misuse, not ``FormatError``.
+    """
+    if not isinstance(format, str) or format not in FORMATS:
+        raise ConfigError(
+            f"unknown format {format!r}; expected one of {list(FORMATS)}", argument="format"
+        )
+
+
 def check_strict(strict: Any) -> None:
     """Raise :class:`ConfigError` unless ``strict`` is a boolean (misuse, not a bad payload)."""
     if not isinstance(strict, bool):
