@@ -16,6 +16,12 @@ What a format needs for an exact round trip but the message model does not carry
 do not model (``anthropic.cache_control``, ``openai_chat.refusal`` ...), ``"<format>:<hint>"``
 a shape detail (content sent as a list, a key that was absent ...). Message ids are
 deterministic: the provider's item id when there is one, else a hash of position and content.
+
+Files that wrap a payload or are not one (request bodies, tau-bench runs, SWE-agent
+trajectories, Claude Code session logs) are read by :mod:`~contextfold.formats.trajectories`.
+A malformed payload raises :class:`~contextfold.errors.FormatError`; misuse (an unknown format
+name, a ``strict`` that is not a boolean, ``dump`` given something other than messages)
+raises :class:`~contextfold.errors.ConfigError`.
 """
 
 from __future__ import annotations
