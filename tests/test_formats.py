@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from contextfold import formats, turns
-from contextfold.errors import FormatError
+from contextfold.errors import ConfigError, FormatError
 from contextfold.formats import anthropic, openai_chat, openai_responses
 from contextfold.messages import (
     ImagePart,
@@ -296,11 +296,26 @@ def test_detect_rejects_unknown_payloads(payload: Any) -> None:
         formats.detect(payload)
 
 
-def test_unknown_format_name_is_a_format_error() -> None:
-    with pytest.raises(FormatError, match="unknown format"):
+def test_unknown_format_name_is_a_config_error() -> None:
+    # The name is the caller's argument, not part of the payload: misuse, not FormatError.
+    with pytest.raises(ConfigError, match="unknown format 'gemini'") as info:
         formats.load([], "gemini")
-    with pytest.raises(FormatError, match="unknown format"):
+    assert info.value.argument == "format"
+    with pytest.raises(ConfigError, match="unknown format"):
         formats.dump([], "gemini")
+    assert not isinstance(info.value, FormatError)
+
+
+def test_misuse_raises_config_error_naming_the_argument() -> None:
+    for module in (anthropic, openai_chat, openai_responses):
+        with pytest.raises(ConfigError, match="strict must be True or False") as info:
+            module.load([], strict="yes")  # type: ignore[arg-type]
+        assert info.value.argument == "strict"
+        with pytest.raises(ConfigError, match=r"messages\[0\] is a dict") as info:
+            module.dump([{"role": "user", "content": "hi"}])  # type: ignore[list-item]
+        assert info.value.argument == "messages"
+        with pytest.raises(ConfigError, match="sequence of Message"):
+            module.dump("hi")  # type: ignore[arg-type]
 
 
 # -- malformed payloads ----------------------------------------------------------------------

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from contextfold import formats
 from contextfold.errors import ContextfoldError, FormatError
-from contextfold.formats.claude_code import merge_records as merge_claude_code
+from contextfold.formats import FormatName, trajectories
+from contextfold.formats.trajectories import Found, Shape
 from contextfold.messages import Message
 
 EXIT_OK = 0
@@ -22,11 +23,13 @@ EXIT_USAGE = 2
 EXIT_SUMMARIZER_FAILED = 3
 
 FORMATS = ("openai", "anthropic", "responses")
-_FORMAT_MODULES = {
+# The CLI's short format names and the library's.
+_LIBRARY_NAMES: dict[str, FormatName] = {
     "openai": "openai_chat",
     "anthropic": "anthropic",
     "responses": "openai_responses",
 }
+_CLI_NAMES = {v: k for k, v in _LIBRARY_NAMES.items()}
 STRATEGIES = ("sliding", "summary", "hybrid", "checkpoint", "prune")
 DEFAULT_STORE = "sqlite:///contextfold.db"
 
@@ -172,6 +175,9 @@ def write_json(data: Any, out: str | None) -> None:
 
 
 # -- reading conversations -----------------------------------------------------------------
+#
+# What a file holds (request body, tau-bench run, SWE-agent trajectory, Claude Code log) is
+# told by contextfold.formats.trajectories; this part reads the file and words its errors.
 
 
 @dataclass
@@ -181,7 +187,7 @@ class Loaded:
     source: str
     messages: list[Message]
     format: str
-    envelope: dict[str, Any] | None  # a request body whose messages we replace on output
+    envelope: Mapping[str, Any] | None  # a request body whose messages we replace on output
     note: str | None = None
 
 
@@ -201,170 +207,52 @@ def _read_text(path: str) -> tuple[str, str]:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
 
 
-def parse_json_or_jsonl(text: str, name: str) -> Any:
-    """Parse a JSON document, or JSON Lines (one object per line) when that fails.
-
-    Raises:
-        UsageError: naming the line and column of the first syntax error.
-    """
-    if not text.strip():
-        raise UsageError(f"{name}: empty input, expected a JSON conversation")
+def _find(text: str, name: str) -> Found:
+    """The conversation in the file's text, or a :class:`UsageError` saying what is wrong."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as whole:
-        lines = text.splitlines()
-        first = next((ln for ln in lines if ln.strip()), "")
-        looks_jsonl = first.lstrip().startswith("{") and sum(1 for ln in lines if ln.strip()) > 1
-        if not looks_jsonl:
-            raise UsageError(
-                f"{name}: invalid JSON at line {whole.lineno}, column {whole.colno}: {whole.msg}"
-            ) from whole
-        records = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise UsageError(
-                    f"{name}: invalid JSON Lines record at line {number}, column {exc.colno}: "
-                    f"{exc.msg}"
-                ) from exc
-        return records
-
-
-def _is_claude_code_log(records: list[Any]) -> bool:
-    return any(
-        isinstance(r, dict)
-        and r.get("type") in ("user", "assistant")
-        and isinstance(r.get("message"), dict)
-        for r in records
-    )
-
-
-def _swe_agent_history(history: list[Any]) -> list[dict[str, Any]]:
-    """SWE-agent's ``history`` entries as OpenAI chat messages (``tool_call_ids`` → id)."""
-    out = []
-    for i, m in enumerate(history):
-        if not isinstance(m, dict):
-            raise UsageError(f"history entry {i} is not an object")
-        msg = {k: m[k] for k in ("role", "content", "tool_calls", "name") if m.get(k) is not None}
-        ids = m.get("tool_call_ids")
-        if ids:
-            msg["tool_call_id"] = ids[0]
-        out.append(msg)
-    return out
-
-
-def unwrap(payload: Any) -> tuple[Any, dict[str, Any] | None, str | None]:
-    """Find the conversation inside a payload.
-
-    Returns ``(conversation, envelope, note)``. The rule, in order:
-
-    * a list is the conversation itself;
-    * an object with ``messages`` (an OpenAI or Anthropic request body) or ``input`` (a
-      Responses request) is kept whole, and the output replaces only those fields;
-    * an object with ``traj`` (a tau-bench run) or ``history`` (a SWE-agent trajectory)
-      gives that list; the output is the bare message list.
-    """
-    if isinstance(payload, list):
-        if payload and all(isinstance(x, dict) and "traj" in x for x in payload):
-            raise UsageError(
-                f"this file holds {len(payload)} runs, each with a 'traj' conversation; "
-                "pick one, e.g.: jq '.[0]' FILE | contextfold compact - --budget N"
-            )
-        return payload, None, None
-    if isinstance(payload, dict):
-        if "messages" in payload or "input" in payload:
-            return payload, payload, None
-        if isinstance(payload.get("traj"), list):
-            return payload["traj"], None, "read the 'traj' list (a tau-bench run)"
-        if isinstance(payload.get("history"), list):
-            return (
-                _swe_agent_history(payload["history"]),
-                None,
-                "read the 'history' list (a SWE-agent trajectory)",
-            )
-        keys = ", ".join(sorted(payload)[:6])
-        raise UsageError(
-            "an object was given but it has none of 'messages', 'input', 'traj' or 'history' "
-            f"(keys: {keys})"
-        )
-    raise UsageError(f"expected a JSON list or object, got {type(payload).__name__}")
-
-
-def _format_module(name: str) -> Any:
+        raw = trajectories.parse_json_or_jsonl(text)
+    except FormatError as exc:
+        raise UsageError(f"{name}: {exc}") from exc
     try:
-        return importlib.import_module(f"contextfold.formats.{_FORMAT_MODULES[name]}")
-    except ImportError as exc:
-        raise UsageError(
-            f"the {name!r} format is not available in this build of contextfold ({exc})"
-        ) from exc
+        return trajectories.find_conversation(raw)
+    except FormatError as exc:
+        several_runs = exc.field == "traj"
+        hint = "e.g.: jq '.[0]' FILE | contextfold compact - --budget N" if several_runs else None
+        raise UsageError(str(exc), hint=hint) from exc
 
 
-def detect_format(payload: Any) -> str:
-    """The CLI name (``openai``, ``anthropic``, ``responses``) of the format of ``payload``."""
-    from contextfold import formats
-
+def _choose(found: Found, fmt: str) -> FormatName:
+    if fmt != "auto":
+        return _LIBRARY_NAMES[fmt]
     try:
-        detected = formats.detect(payload)
+        return found.choose()
     except FormatError as exc:
         raise UsageError(
             f"unknown conversation format: {exc}",
             hint="pass --format openai|anthropic|responses",
         ) from exc
-    return {v: k for k, v in _FORMAT_MODULES.items()}[detected]
-
-
-def _select(envelope: dict[str, Any], fmt: str) -> Any:
-    """The part of a request body that the format's ``load`` reads."""
-    if fmt == "responses":
-        return envelope.get("input", [])
-    if fmt == "anthropic":
-        return {k: envelope[k] for k in ("system", "messages") if k in envelope}
-    return envelope.get("messages", [])
 
 
 def load_conversation(path: str, *, fmt: str = "auto") -> Loaded:
     """Read, unwrap and parse a conversation file (``-`` is stdin)."""
     text, name = _read_text(path)
-    raw = parse_json_or_jsonl(text, name)
-    note = None
-    if isinstance(raw, list) and _is_claude_code_log(raw):
-        raw = merge_claude_code(raw)
-        note = "merged a Claude Code session log"
-        if fmt == "auto":
-            fmt = "anthropic"
-    conversation, envelope, unwrap_note = unwrap(raw)
-    note = note or unwrap_note
-    if fmt != "auto":
-        chosen = fmt
-    elif envelope is not None and "input" in envelope and "messages" not in envelope:
-        chosen = "responses"
-    else:
-        chosen = detect_format(conversation)
-    if envelope is not None:
-        conversation = _select(envelope, chosen)
-    module = _format_module(chosen)
+    found = _find(text, name)
+    chosen = _choose(found, fmt)
+    cli_name = _CLI_NAMES[chosen]
     try:
-        messages = list(module.load(conversation))
+        messages = formats.load(found.payload_for(chosen), chosen)
     except FormatError as exc:
-        raise UsageError(f"{name}: not a valid {chosen} conversation: {exc}") from exc
+        raise UsageError(f"{name}: not a valid {cli_name} conversation: {exc}") from exc
     except ContextfoldError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise UsageError(f"{name}: not a valid {chosen} conversation: {exc!r}") from exc
-    return Loaded(name, messages, chosen, envelope, note)
+        raise UsageError(f"{name}: not a valid {cli_name} conversation: {exc!r}") from exc
+    return Loaded(name, messages, cli_name, found.envelope, found.note)
 
 
-def dump_conversation(messages: Sequence[Message], fmt: str, envelope: Any | None = None) -> Any:
+def dump_conversation(
+    messages: Sequence[Message], fmt: str, envelope: Mapping[str, Any] | None = None
+) -> Any:
     """Messages in provider format ``fmt``; a request body keeps its other fields."""
-    dumped = _format_module(fmt).dump(list(messages))
-    if envelope is None:
-        return dumped
-    out = {k: v for k, v in envelope.items() if k not in ("messages", "input", "system")}
-    if isinstance(dumped, dict):
-        out.update(dumped)
-    else:
-        out["input" if fmt == "responses" else "messages"] = dumped
-    return out
+    shape = Shape(_LIBRARY_NAMES[fmt], envelope)
+    return trajectories.write_conversation(list(messages), shape)

@@ -16,6 +16,12 @@ What a format needs for an exact round trip but the message model does not carry
 do not model (``anthropic.cache_control``, ``openai_chat.refusal`` ...), ``"<format>:<hint>"``
 a shape detail (content sent as a list, a key that was absent ...). Message ids are
 deterministic: the provider's item id when there is one, else a hash of position and content.
+
+Files that wrap a payload or are not one (request bodies, tau-bench runs, SWE-agent
+trajectories, Claude Code session logs) are read by :mod:`~contextfold.formats.trajectories`.
+A malformed payload raises :class:`~contextfold.errors.FormatError`; misuse (an unknown format
+name, a ``strict`` that is not a boolean, ``dump`` given something other than messages)
+raises :class:`~contextfold.errors.ConfigError`.
 """
 
 from __future__ import annotations
@@ -24,18 +30,21 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeAlias
 
 from contextfold.errors import FormatError
-from contextfold.formats import anthropic, openai_chat, openai_responses
+from contextfold.formats import anthropic, claude_code, openai_chat, openai_responses, trajectories
+from contextfold.formats._common import check_format_name
 from contextfold.messages import Message
 
 __all__ = [
     "FORMAT_NAMES",
     "FormatName",
     "anthropic",
+    "claude_code",
     "detect",
     "dump",
     "load",
     "openai_chat",
     "openai_responses",
+    "trajectories",
 ]
 
 FormatName: TypeAlias = Literal["openai_chat", "openai_responses", "anthropic"]
@@ -158,11 +167,6 @@ def detect(payload: Any) -> FormatName:
     return "openai_chat"
 
 
-def _check_name(format: str) -> None:
-    if not isinstance(format, str) or format not in _LOADERS:
-        raise FormatError(f"unknown format {format!r}; expected one of {list(FORMAT_NAMES)}")
-
-
 def load(payload: Any, format: str = "auto", *, strict: bool = False) -> list[Message]:
     """Load a provider payload into messages.
 
@@ -172,11 +176,12 @@ def load(payload: Any, format: str = "auto", *, strict: bool = False) -> list[Me
         strict: reject what the format module would otherwise keep opaque or unchecked.
 
     Raises:
-        FormatError: unknown format name, undetectable or malformed payload.
+        FormatError: the payload is undetectable or malformed.
+        ConfigError: unknown format name, or ``strict`` is not a boolean.
     """
     if format == "auto":
         format = detect(payload)
-    _check_name(format)
+    check_format_name(format)
     return _LOADERS[format](payload, strict=strict)
 
 
@@ -184,7 +189,7 @@ def dump(messages: Sequence[Message], format: str) -> Any:
     """Dump messages in a provider format (converting when they came from another one).
 
     Raises:
-        FormatError: unknown format name.
+        ConfigError: unknown format name, or ``messages`` is not a sequence of messages.
     """
-    _check_name(format)
+    check_format_name(format)
     return _DUMPERS[format](messages)

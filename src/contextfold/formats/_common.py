@@ -19,14 +19,24 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
-from contextfold.errors import FormatError
-from contextfold.messages import Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from contextfold.errors import ConfigError, FormatError
+from contextfold.messages import (
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
 FORMATS = ("openai_chat", "openai_responses", "anthropic")
 
+_KNOWN_TEXT = frozenset({"type", "text"})
+_KNOWN_REFUSAL = frozenset({"type", "refusal"})
 _DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
 # Falls back on this MIME type when an inline image has none (OpenAI data URLs need one).
 DEFAULT_IMAGE_MIME = "image/png"
@@ -35,6 +45,56 @@ DEFAULT_IMAGE_MIME = "image/png"
 def fail(message: str, *, index: int | None = None, field: str | None = None) -> NoReturn:
     """Raise a :class:`FormatError` naming where the payload is wrong."""
     raise FormatError(message, index=index, field=field)
+
+
+@contextmanager
+def depth_guard() -> Iterator[None]:
+    """Turn the ``RecursionError`` of a pathologically nested payload into a :class:`FormatError`.
+
+    Loading walks nested content recursively; a hostile payload must still fail with the one
+    error type ``load`` promises.
+    """
+    try:
+        yield
+    except RecursionError:
+        fail("payload is nested too deeply")
+
+
+def check_format_name(format: Any) -> None:
+    """Raise :class:`ConfigError` unless ``format`` names one of :data:`FORMATS`.
+
+    The name is the caller's argument, not part of the payload: misuse, not ``FormatError``.
+    """
+    if not isinstance(format, str) or format not in FORMATS:
+        raise ConfigError(
+            f"unknown format {format!r}; expected one of {list(FORMATS)}", argument="format"
+        )
+
+
+def check_strict(strict: Any) -> None:
+    """Raise :class:`ConfigError` unless ``strict`` is a boolean (misuse, not a bad payload)."""
+    if not isinstance(strict, bool):
+        raise ConfigError(f"strict must be True or False, not {strict!r}", argument="strict")
+
+
+def check_messages(messages: Any) -> None:
+    """Raise :class:`ConfigError` unless ``messages`` is a sequence of :class:`Message`.
+
+    ``dump`` takes what ``load`` returned; a payload or a list of dicts passed by mistake would
+    otherwise fail deep inside with an ``AttributeError``.
+    """
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        raise ConfigError(
+            f"messages must be a sequence of Message, not {type(messages).__name__}",
+            argument="messages",
+        )
+    for i, m in enumerate(messages):
+        if not isinstance(m, Message):
+            raise ConfigError(
+                f"messages[{i}] is a {type(m).__name__}, not a Message "
+                "(load a provider payload with load() first)",
+                argument="messages",
+            )
 
 
 def type_name(value: Any) -> str:
@@ -65,6 +125,60 @@ def copy_json(value: Any) -> Any:
     if isinstance(value, list):
         return [copy_json(v) for v in value]
     return value
+
+
+def require_str(raw: Mapping[str, Any], key: str, *, index: int | None, field: str) -> str:
+    """``raw[key]`` when it is a string; else a :class:`FormatError` naming ``field``."""
+    value = raw.get(key)
+    if not isinstance(value, str):
+        fail(f"{key} must be a string, not {type_name(value)}", index=index, field=field)
+    return value
+
+
+def is_plain_text(part: Part, ns: str) -> bool:
+    """True for a text part with no ``ns`` field or hint (it can be dumped as a bare string)."""
+    return isinstance(part, TextPart) and not any(k.startswith(ns) for k in part.extra)
+
+
+def load_text(
+    raw: Mapping[str, Any], index: int, where: str, ns: str, extra: dict[str, Any]
+) -> TextPart:
+    """A ``{"type": ..., "text": ...}`` content part (OpenAI Chat and Responses).
+
+    ``extra`` may already hold hints of the caller (the Responses text type).
+    """
+    text = raw.get("text")
+    if not isinstance(text, str):
+        fail("text must be a string", index=index, field=f"{where}.text")
+    keep_unknown(raw, _KNOWN_TEXT, ns, extra)
+    return TextPart(text, extra=extra or NO_EXTRA)
+
+
+def load_refusal(raw: Mapping[str, Any], index: int, where: str, ns: str) -> TextPart:
+    """A ``{"type": "refusal", "refusal": ...}`` content part (OpenAI Chat and Responses).
+
+    A refusal is text for every other format; the ``ns:type`` hint brings the type back.
+    """
+    text = raw.get("refusal")
+    if not isinstance(text, str):
+        fail("refusal must be a string", index=index, field=f"{where}.refusal")
+    extra: dict[str, Any] = {f"{ns}:type": "refusal"}
+    keep_unknown(raw, _KNOWN_REFUSAL, ns, extra)
+    return TextPart(text, extra=extra)
+
+
+def unmodeled_part(
+    raw: Mapping[str, Any], index: int, where: str, ns: str, strict: bool
+) -> TextPart:
+    """A content part of a type the format does not model (audio, files ...).
+
+    Strict loading refuses it; otherwise it is kept opaque, so it survives a round trip in its
+    own format and other formats leave it out.
+    """
+    if strict:
+        kind = raw.get("type")
+        fail(f"content part type {kind!r} is not supported", index=index, field=f"{where}.type")
+    return opaque(raw, ns)
 
 
 def keep_unknown(

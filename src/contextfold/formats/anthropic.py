@@ -30,28 +30,24 @@ Conversion from other formats follows the API's rules:
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
+from contextfold.formats._anthropic_blocks import NS, ToolIds, dump_blocks, load_block
 from contextfold.formats._common import (
-    DEFAULT_IMAGE_MIME,
     NO_EXTRA,
     IdMaker,
-    copy_json,
+    check_messages,
+    check_strict,
+    depth_guard,
     fail,
     hint,
+    is_plain_text,
     keep_unknown,
-    opaque,
-    opaque_raw,
     put_unknown,
-    split_data_url,
-    thinking_is_foreign,
     type_name,
 )
 from contextfold.messages import (
-    ImagePart,
     Message,
     Part,
     TextPart,
@@ -63,21 +59,12 @@ from contextfold.turns import prefix_length
 
 __all__ = ["NAME", "SYSTEM_PREFIX", "dump", "load"]
 
-NAME = "anthropic"
-NS = NAME
+NAME = NS
 
 SYSTEM_PREFIX = "[system]\n"
 
 _ROLES = frozenset({"user", "assistant"})
-_VALID_ID = re.compile(r"[A-Za-z0-9_-]+")
-_INVALID_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _K_MESSAGE = frozenset({"role", "content"})
-_K_TEXT = frozenset({"type", "text"})
-_K_IMAGE = frozenset({"type", "source"})
-_K_TOOL_USE = frozenset({"type", "id", "name", "input"})
-_K_TOOL_RESULT = frozenset({"type", "tool_use_id", "content", "is_error"})
-_K_THINKING = frozenset({"type", "thinking", "signature"})
-_K_REDACTED = frozenset({"type", "data"})
 
 
 # -- load ------------------------------------------------------------------------------------
@@ -98,7 +85,9 @@ def load(payload: Any, *, strict: bool = False) -> list[Message]:
 
     Raises:
         FormatError: the payload is malformed; the error names the message index and field.
+        ConfigError: ``strict`` is not a boolean.
     """
+    check_strict(strict)
     system: Any = None
     has_system = False
     if isinstance(payload, dict):
@@ -111,12 +100,10 @@ def load(payload: Any, *, strict: bool = False) -> list[Message]:
         fail(f"expected a list of messages, got {type_name(payload)}", field="messages")
     ids = IdMaker()
     out: list[Message] = []
-    try:
+    with depth_guard():
         if has_system:
             out.append(_load_system(system, ids, strict))
         out.extend(_load_message(raw, i, ids, strict) for i, raw in enumerate(payload))
-    except RecursionError:
-        fail("payload is nested too deeply")
     return out
 
 
@@ -128,11 +115,11 @@ def _load_system(system: Any, ids: IdMaker, strict: bool) -> Message:
     elif isinstance(system, list):
         parts = []
         for j, block in enumerate(system):
-            part = _load_block(block, None, f"system[{j}]", strict)
+            part = load_block(block, None, f"system[{j}]", strict)
             if isinstance(part, (ToolCallPart, ToolResultPart, ThinkingPart)):
                 fail("the system prompt takes text blocks only", field=f"system[{j}].type")
             parts.append(part)
-        if not parts or (len(parts) == 1 and _is_plain_text(parts[0])):
+        if not parts or (len(parts) == 1 and is_plain_text(parts[0], NS)):
             extra[f"{NS}:system"] = "list"
     elif system is None:
         parts = []
@@ -162,8 +149,8 @@ def _load_message(raw: Any, i: int, ids: IdMaker, strict: bool) -> Message:
             parts = []
             extra[f"{NS}.content"] = ""
     elif isinstance(content, list):
-        parts = [_load_block(b, i, f"content[{j}]", strict) for j, b in enumerate(content)]
-        if len(parts) == 1 and _is_plain_text(parts[0]):
+        parts = [load_block(b, i, f"content[{j}]", strict) for j, b in enumerate(content)]
+        if len(parts) == 1 and is_plain_text(parts[0], NS):
             extra[f"{NS}:content"] = "list"
     elif "content" not in raw:
         fail("message has no content", index=i, field="content")
@@ -178,144 +165,26 @@ def _load_message(raw: Any, i: int, ids: IdMaker, strict: bool) -> Message:
     return Message(role, tuple(parts), id=msg_id, extra=extra or NO_EXTRA)  # type: ignore[arg-type]
 
 
-def _str(raw: dict[str, Any], key: str, i: int | None, where: str) -> str:
-    value = raw.get(key)
-    if not isinstance(value, str):
-        fail(f"{key} must be a string, not {type_name(value)}", index=i, field=f"{where}.{key}")
-    return value
-
-
-def _load_block(raw: Any, i: int | None, where: str, strict: bool, *, nested: bool = False) -> Part:
-    if not isinstance(raw, dict):
-        fail(f"a content block must be an object, got {type_name(raw)}", index=i, field=where)
-    kind = raw.get("type")
-    extra: dict[str, Any] = {}
-    if kind == "text":
-        text = _str(raw, "text", i, where)
-        keep_unknown(raw, _K_TEXT, NS, extra)
-        return TextPart(text, extra=extra or NO_EXTRA)
-    if kind == "image":
-        return _load_image(raw, i, where)
-    if kind == "tool_use" and not nested:
-        call_id = _str(raw, "id", i, where)
-        name = _str(raw, "name", i, where)
-        if "input" not in raw:
-            fail("tool_use has no input", index=i, field=f"{where}.input")
-        value = raw["input"]
-        if strict and not isinstance(value, dict):
-            fail(
-                f"input must be an object, not {type_name(value)}", index=i, field=f"{where}.input"
-            )
-        try:
-            arguments = json.dumps(value, ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            fail(f"input is not JSON data: {exc}", index=i, field=f"{where}.input")
-        keep_unknown(raw, _K_TOOL_USE, NS, extra)
-        return ToolCallPart(call_id, name, arguments, extra=extra or NO_EXTRA)
-    if kind == "tool_result" and not nested:
-        use_id = raw.get("tool_use_id")
-        if not isinstance(use_id, str):
-            fail("tool result without a tool_use_id string", index=i, field=f"{where}.tool_use_id")
-        body: str | tuple[Part, ...] = ""
-        if "content" not in raw:
-            extra[f"{NS}:content"] = "absent"
-        else:
-            content = raw["content"]
-            if isinstance(content, str):
-                body = content
-            elif isinstance(content, list):
-                body = tuple(
-                    _load_block(b, i, f"{where}.content[{j}]", strict, nested=True)
-                    for j, b in enumerate(content)
-                )
-            elif content is None:
-                extra[f"{NS}.content"] = None
-            else:
-                fail(
-                    f"content must be a string or a list, not {type_name(content)}",
-                    index=i,
-                    field=f"{where}.content",
-                )
-        is_error = raw.get("is_error")
-        if isinstance(is_error, bool):
-            if not is_error:
-                extra[f"{NS}.is_error"] = False
-        elif "is_error" in raw:
-            if is_error is not None:
-                fail(
-                    f"is_error must be a boolean, not {type_name(is_error)}",
-                    index=i,
-                    field=f"{where}.is_error",
-                )
-            extra[f"{NS}.is_error"] = None
-        keep_unknown(raw, _K_TOOL_RESULT, NS, extra)
-        return ToolResultPart(use_id, body, is_error=is_error is True, extra=extra or NO_EXTRA)
-    if kind == "thinking" and not nested:
-        text = _str(raw, "thinking", i, where)
-        signature = raw.get("signature")
-        if signature is not None and not isinstance(signature, str):
-            fail(
-                f"signature must be a string, not {type_name(signature)}",
-                index=i,
-                field=f"{where}.signature",
-            )
-        if signature is None and "signature" in raw:
-            extra[f"{NS}.signature"] = None
-        keep_unknown(raw, _K_THINKING, NS, extra)
-        return ThinkingPart(text, signature=signature, extra=extra or NO_EXTRA)
-    if kind == "redacted_thinking" and not nested:
-        data = _str(raw, "data", i, where)
-        keep_unknown(raw, _K_REDACTED, NS, extra)
-        return ThinkingPart(redacted=True, data=data, extra=extra or NO_EXTRA)
-    if strict:
-        fail(f"content block type {kind!r} is not supported here", index=i, field=f"{where}.type")
-    return opaque(raw, NS)
-
-
-def _load_image(raw: dict[str, Any], i: int | None, where: str) -> ImagePart:
-    source = raw.get("source")
-    if not isinstance(source, dict):
-        fail("image source must be an object", index=i, field=f"{where}.source")
-    extra: dict[str, Any] = {}
-    keep_unknown(raw, _K_IMAGE, NS, extra)
-    kind = source.get("type")
-    data, mime, media = source.get("data"), source.get("media_type"), source.get("url")
-    if kind == "base64" and isinstance(data, str) and isinstance(mime, str):
-        rest = {
-            k: copy_json(v) for k, v in source.items() if k not in ("type", "data", "media_type")
-        }
-        if rest:
-            extra[f"{NS}:source"] = rest
-        return ImagePart(data=data, mime=mime, extra=extra or NO_EXTRA)
-    if kind == "url" and isinstance(media, str):
-        rest = {k: copy_json(v) for k, v in source.items() if k not in ("type", "url")}
-        if rest:
-            extra[f"{NS}:source"] = rest
-        return ImagePart(url=media, extra=extra or NO_EXTRA)
-    # Files and other sources: nothing another format could use, kept whole for the round trip.
-    extra[f"{NS}:source"] = copy_json(source)
-    return ImagePart(extra=extra)
-
-
-def _is_plain_text(part: Part) -> bool:
-    return isinstance(part, TextPart) and not any(k.startswith(NS) for k in part.extra)
-
-
 # -- dump ------------------------------------------------------------------------------------
 
 
 def dump(messages: Sequence[Message]) -> dict[str, Any]:
-    """Dump messages as an Anthropic Messages request body (``system`` + ``messages``)."""
+    """Dump messages as an Anthropic Messages request body (``system`` + ``messages``).
+
+    Raises:
+        ConfigError: ``messages`` is not a sequence of :class:`Message`.
+    """
+    check_messages(messages)
     n = prefix_length(messages)
     out: dict[str, Any] = {}
     if n:
         out["system"] = _dump_system(messages[:n])
-    ids = _ToolIds()
+    ids = ToolIds()
     rows: list[dict[str, Any]] = []
     pending_results: list[dict[str, Any]] | None = None
     for m in messages[n:]:
         if m.role == "tool":
-            blocks = _dump_blocks(m, m.parts, ids)
+            blocks = dump_blocks(m, m.parts, ids)
             if pending_results is None:
                 pending_results = blocks
                 rows.append({"role": "user", "content": pending_results})
@@ -332,62 +201,23 @@ def dump(messages: Sequence[Message]) -> dict[str, Any]:
     return out
 
 
-class _ToolIds:
-    """Tool-use ids as the API accepts them: unique in a request, letters, digits, _ and -.
-
-    Ids that already qualify are kept. Others are rewritten, and each result follows its call:
-    OpenAI Chat allows an id to be reused once its call was answered (tau-bench does it) and
-    other providers use ids such as ``functions.search:0``, which Anthropic rejects.
-    """
-
-    __slots__ = ("_current", "_next", "_used")
-
-    def __init__(self) -> None:
-        self._used: set[str] = set()
-        self._current: dict[str, str] = {}
-        self._next: dict[str, int] = {}  # next suffix to try, so reuse stays linear
-
-    def call(self, original: str) -> str:
-        new = _clean_id(original)
-        if new in self._used:
-            base = new
-            n = self._next.get(base, 2)
-            while f"{base}_{n}" in self._used:
-                n += 1
-            self._next[base] = n + 1
-            new = f"{base}_{n}"
-        self._used.add(new)
-        self._current[original] = new
-        return new
-
-    def result(self, original: str) -> str:
-        found = self._current.get(original)
-        return found if found is not None else _clean_id(original)
-
-
-def _clean_id(value: str) -> str:
-    if _VALID_ID.fullmatch(value):
-        return value
-    return _INVALID_ID_CHARS.sub("_", value) or "toolu"
-
-
 def _dump_system(prefix: Sequence[Message]) -> Any:
     if len(prefix) == 1:
         m = prefix[0]
         shape = hint(m.extra, NS, "system")
         if shape == "null" and not m.parts:
             return None
-        if shape != "list" and len(m.parts) == 1 and _is_plain_text(m.parts[0]):
+        if shape != "list" and len(m.parts) == 1 and is_plain_text(m.parts[0], NS):
             return m.parts[0].text  # type: ignore[union-attr]
     blocks: list[dict[str, Any]] = []
     for m in prefix:
-        blocks.extend(_dump_blocks(m, m.parts, _ToolIds()))
+        blocks.extend(dump_blocks(m, m.parts, ToolIds()))
     if not blocks and not any(hint(m.extra, NS, "system") == "list" for m in prefix):
         return ""
     return blocks
 
 
-def _dump_message(m: Message, ids: _ToolIds) -> dict[str, Any]:
+def _dump_message(m: Message, ids: ToolIds) -> dict[str, Any]:
     item: dict[str, Any] = {"role": "assistant" if m.role == "assistant" else "user"}
     if m.parts or f"{NS}.content" not in m.extra:
         parts = m.parts
@@ -397,7 +227,7 @@ def _dump_message(m: Message, ids: _ToolIds) -> dict[str, Any]:
                 *(p for p in parts if isinstance(p, ToolResultPart)),
                 *(p for p in parts if not isinstance(p, ToolResultPart)),
             )
-        blocks = _dump_blocks(m, parts, ids)
+        blocks = dump_blocks(m, parts, ids)
         if (
             len(blocks) == 1
             and blocks[0].keys() == {"type", "text"}
@@ -408,72 +238,3 @@ def _dump_message(m: Message, ids: _ToolIds) -> dict[str, Any]:
         else:
             item["content"] = blocks
     return put_unknown(item, m.extra, NS)
-
-
-def _dump_blocks(m: Message, parts: Sequence[Part], ids: _ToolIds) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for p in parts:
-        block = _dump_part(p, m, ids)
-        if block is not None:
-            out.append(block)
-    return out
-
-
-def _dump_part(p: Part, m: Message, ids: _ToolIds) -> dict[str, Any] | None:
-    is_opaque, raw = opaque_raw(p, NS)
-    if is_opaque:
-        return raw  # type: ignore[no-any-return]
-    if isinstance(p, TextPart):
-        return put_unknown({"type": "text", "text": p.text}, p.extra, NS)
-    if isinstance(p, ImagePart):
-        return _dump_image(p)
-    if isinstance(p, ToolCallPart):
-        try:
-            value = json.loads(p.arguments) if p.arguments.strip() else {}
-        except (ValueError, RecursionError):
-            value = {"arguments": p.arguments}
-        block = {"type": "tool_use", "id": ids.call(p.id), "name": p.name, "input": value}
-        return put_unknown(block, p.extra, NS)
-    if isinstance(p, ToolResultPart):
-        block = {"type": "tool_result", "tool_use_id": ids.result(p.call_id)}
-        if not isinstance(p.content, str):
-            nested = [_dump_part(x, m, ids) for x in p.content]
-            block["content"] = [x for x in nested if x is not None]
-        elif p.content or (
-            hint(p.extra, NS, "content") != "absent" and f"{NS}.content" not in p.extra
-        ):
-            block["content"] = p.content
-        if p.is_error:
-            block["is_error"] = True
-        return put_unknown(block, p.extra, NS)
-    if thinking_is_foreign(p, m.extra, NS):
-        return None
-    if p.redacted:
-        block = {"type": "redacted_thinking", "data": p.data or ""}
-    else:
-        block = {"type": "thinking", "thinking": p.text}
-        if p.signature is not None:
-            block["signature"] = p.signature
-    return put_unknown(block, p.extra, NS)
-
-
-def _dump_image(p: ImagePart) -> dict[str, Any] | None:
-    source: dict[str, Any]
-    if p.data is not None:
-        source = {"type": "base64", "media_type": p.mime or DEFAULT_IMAGE_MIME, "data": p.data}
-    elif p.url is not None:
-        inline = split_data_url(p.url)
-        if inline is not None:
-            source = {"type": "base64", "media_type": inline[0], "data": inline[1]}
-        else:
-            source = {"type": "url", "url": p.url}
-    else:
-        kept = hint(p.extra, NS, "source")
-        if not isinstance(kept, dict):
-            return None
-        return put_unknown({"type": "image", "source": copy_json(kept)}, p.extra, NS)
-    kept = hint(p.extra, NS, "source")
-    if isinstance(kept, dict):
-        for k, v in kept.items():
-            source.setdefault(k, copy_json(v))
-    return put_unknown({"type": "image", "source": source}, p.extra, NS)

@@ -21,16 +21,22 @@ from contextfold.formats._common import (
     NO_EXTRA,
     IdMaker,
     check_json_text,
+    check_messages,
+    check_strict,
     copy_json,
     data_url,
+    depth_guard,
     fail,
     hint,
+    is_plain_text,
     keep_unknown,
-    opaque,
+    load_refusal,
+    load_text,
     opaque_raw,
     put_unknown,
     split_data_url,
     type_name,
+    unmodeled_part,
 )
 from contextfold.messages import (
     ImagePart,
@@ -55,8 +61,6 @@ _KNOWN_CALL = frozenset({"id", "type", "function", "custom"})
 _KNOWN_FUNCTION = frozenset({"name", "arguments"})
 _KNOWN_CUSTOM = frozenset({"name", "input"})
 _KNOWN_IMAGE_URL = frozenset({"url", "detail"})
-_KNOWN_TEXT = frozenset({"type", "text"})
-_KNOWN_REFUSAL = frozenset({"type", "refusal"})
 _KNOWN_IMAGE = frozenset({"type", "image_url"})
 
 
@@ -80,16 +84,16 @@ def load(payload: Any, *, strict: bool = False) -> list[Message]:
 
     Raises:
         FormatError: the payload is malformed; the error names the message index and field.
+        ConfigError: ``strict`` is not a boolean.
     """
+    check_strict(strict)
     if isinstance(payload, dict) and "messages" in payload:
         payload = payload["messages"]
     if not isinstance(payload, list):
         fail(f"expected a list of messages, got {type_name(payload)}")
     ids = IdMaker()
-    try:
+    with depth_guard():
         return [_load_message(raw, i, ids, strict) for i, raw in enumerate(payload)]
-    except RecursionError:
-        fail("payload is nested too deeply")
 
 
 def _load_message(raw: Any, i: int, ids: IdMaker, strict: bool) -> Message:
@@ -99,78 +103,92 @@ def _load_message(raw: Any, i: int, ids: IdMaker, strict: bool) -> Message:
     if not isinstance(role, str) or role not in _ROLES:
         fail(f"unknown role {role!r}", index=i, field="role")
     extra: dict[str, Any] = {}
-    known = _KNOWN_MESSAGE
-    if "content" not in raw:
-        content: Any = None
-        extra[f"{NS}:content"] = "absent"
-    else:
-        content = raw["content"]
-        if content is None:
-            extra[f"{NS}.content"] = None
-        elif isinstance(content, list):
-            extra[f"{NS}:content"] = "list"
-        elif not isinstance(content, str):
-            fail(
-                f"content must be a string, a list or null, not {type_name(content)}",
-                index=i,
-                field="content",
-            )
-
+    content = _content_of(raw, i, extra)
     name: str | None = None
     parts: list[Part]
+    known = _KNOWN_MESSAGE
     if role == "tool":
-        call_id = raw.get("tool_call_id")
-        if not isinstance(call_id, str):
-            fail("tool result without a tool_call_id string", index=i, field="tool_call_id")
-        body: str | tuple[Part, ...] = ""
-        if isinstance(content, str):
-            body = content
-        elif isinstance(content, list):
-            body = tuple(_load_parts(content, i, strict))
-        tool_name = raw.get("name")
-        if tool_name is not None and not isinstance(tool_name, str):
-            fail(f"name must be a string, not {type_name(tool_name)}", index=i, field="name")
-        if tool_name is None and "name" in raw:
-            extra[f"{NS}.name"] = None
-        parts = [ToolResultPart(call_id, body, name=tool_name)]
+        parts = [_load_tool_result(raw, content, i, strict, extra)]
         known = _KNOWN_TOOL
     else:
-        if isinstance(content, str):
-            if content:
-                parts = [TextPart(content)]
-            else:
-                parts = []
-                extra[f"{NS}.content"] = ""
-        elif isinstance(content, list):
-            parts = _load_parts(content, i, strict)
-        else:
-            parts = []
-        raw_name = raw.get("name")
-        if isinstance(raw_name, str):
-            name = raw_name
-        elif raw_name is not None:
-            fail(f"name must be a string, not {type_name(raw_name)}", index=i, field="name")
-        elif "name" in raw:
-            extra[f"{NS}.name"] = None
+        parts = _load_content(content, i, strict, extra)
+        name = _name_of(raw, i, extra)
         if role == "assistant":
             known = _KNOWN_ASSISTANT
-            calls = raw.get("tool_calls")
-            if isinstance(calls, list):
-                if calls:
-                    parts.extend(_load_call(c, i, j, strict) for j, c in enumerate(calls))
-                else:
-                    extra[f"{NS}.tool_calls"] = []
-            elif calls is not None:
-                fail(
-                    f"tool_calls must be a list, not {type_name(calls)}",
-                    index=i,
-                    field="tool_calls",
-                )
-            elif "tool_calls" in raw:
-                extra[f"{NS}.tool_calls"] = None
+            parts.extend(_load_calls(raw, i, strict, extra))
     keep_unknown(raw, known, NS, extra)
     msg_id = ids.make(i, role, parts, provider_id=raw.get("id"))
     return Message(role, tuple(parts), id=msg_id, name=name, extra=extra or NO_EXTRA)  # type: ignore[arg-type]
+
+
+def _content_of(raw: dict[str, Any], i: int, extra: dict[str, Any]) -> Any:
+    """The ``content`` value, recording in ``extra`` whether it was absent, null or a list."""
+    if "content" not in raw:
+        extra[f"{NS}:content"] = "absent"
+        return None
+    content = raw["content"]
+    if content is None:
+        extra[f"{NS}.content"] = None
+    elif isinstance(content, list):
+        extra[f"{NS}:content"] = "list"
+    elif not isinstance(content, str):
+        fail(
+            f"content must be a string, a list or null, not {type_name(content)}",
+            index=i,
+            field="content",
+        )
+    return content
+
+
+def _name_of(raw: dict[str, Any], i: int, extra: dict[str, Any]) -> str | None:
+    """The optional ``name`` field; a ``null`` one is kept in ``extra`` for the round trip."""
+    value = raw.get("name")
+    if value is not None and not isinstance(value, str):
+        fail(f"name must be a string, not {type_name(value)}", index=i, field="name")
+    if value is None and "name" in raw:
+        extra[f"{NS}.name"] = None
+    return value
+
+
+def _load_content(content: Any, i: int, strict: bool, extra: dict[str, Any]) -> list[Part]:
+    """The parts of a non-tool message; an empty string is kept as a field, not as a part."""
+    if isinstance(content, str):
+        if content:
+            return [TextPart(content)]
+        extra[f"{NS}.content"] = ""
+        return []
+    if isinstance(content, list):
+        return _load_parts(content, i, strict)
+    return []
+
+
+def _load_tool_result(
+    raw: dict[str, Any], content: Any, i: int, strict: bool, extra: dict[str, Any]
+) -> ToolResultPart:
+    call_id = raw.get("tool_call_id")
+    if not isinstance(call_id, str):
+        fail("tool result without a tool_call_id string", index=i, field="tool_call_id")
+    body: str | tuple[Part, ...] = ""
+    if isinstance(content, str):
+        body = content
+    elif isinstance(content, list):
+        body = tuple(_load_parts(content, i, strict))
+    return ToolResultPart(call_id, body, name=_name_of(raw, i, extra))
+
+
+def _load_calls(
+    raw: dict[str, Any], i: int, strict: bool, extra: dict[str, Any]
+) -> list[ToolCallPart]:
+    calls = raw.get("tool_calls")
+    if isinstance(calls, list):
+        if not calls:
+            extra[f"{NS}.tool_calls"] = []
+        return [_load_call(c, i, j, strict) for j, c in enumerate(calls)]
+    if calls is not None:
+        fail(f"tool_calls must be a list, not {type_name(calls)}", index=i, field="tool_calls")
+    if "tool_calls" in raw:
+        extra[f"{NS}.tool_calls"] = None
+    return []
 
 
 def _load_parts(items: list[Any], i: int, strict: bool) -> list[Part]:
@@ -181,43 +199,36 @@ def _load_part(raw: Any, i: int, where: str, strict: bool) -> Part:
     if not isinstance(raw, dict):
         fail(f"a content part must be an object, got {type_name(raw)}", index=i, field=where)
     kind = raw.get("type")
-    extra: dict[str, Any] = {}
     if kind == "text":
-        text = raw.get("text")
-        if not isinstance(text, str):
-            fail("text must be a string", index=i, field=f"{where}.text")
-        keep_unknown(raw, _KNOWN_TEXT, NS, extra)
-        return TextPart(text, extra=extra or NO_EXTRA)
+        return load_text(raw, i, where, NS, {})
     if kind == "refusal":
-        text = raw.get("refusal")
-        if not isinstance(text, str):
-            fail("refusal must be a string", index=i, field=f"{where}.refusal")
-        extra[f"{NS}:type"] = "refusal"
-        keep_unknown(raw, _KNOWN_REFUSAL, NS, extra)
-        return TextPart(text, extra=extra)
+        return load_refusal(raw, i, where, NS)
     if kind == "image_url":
-        spec = raw.get("image_url")
-        if not isinstance(spec, dict):
-            fail("image_url must be an object", index=i, field=f"{where}.image_url")
-        url = spec.get("url")
-        if not isinstance(url, str):
-            fail("image url must be a string", index=i, field=f"{where}.image_url.url")
-        detail = spec.get("detail")
-        if detail is not None and not isinstance(detail, str):
-            fail("detail must be a string", index=i, field=f"{where}.image_url.detail")
-        inner = {k: copy_json(v) for k, v in spec.items() if k not in _KNOWN_IMAGE_URL}
-        if detail is None and "detail" in spec:
-            inner["detail"] = None
-        if inner:
-            extra[f"{NS}:image_url"] = inner
-        keep_unknown(raw, _KNOWN_IMAGE, NS, extra)
-        inline = split_data_url(url)
-        if inline is not None:
-            return ImagePart(data=inline[1], mime=inline[0], detail=detail, extra=extra)
-        return ImagePart(url=url, detail=detail, extra=extra)
-    if strict:
-        fail(f"content part type {kind!r} is not supported", index=i, field=f"{where}.type")
-    return opaque(raw, NS)
+        return _load_image(raw, i, where)
+    return unmodeled_part(raw, i, where, NS, strict)
+
+
+def _load_image(raw: dict[str, Any], i: int, where: str) -> ImagePart:
+    spec = raw.get("image_url")
+    if not isinstance(spec, dict):
+        fail("image_url must be an object", index=i, field=f"{where}.image_url")
+    url = spec.get("url")
+    if not isinstance(url, str):
+        fail("image url must be a string", index=i, field=f"{where}.image_url.url")
+    detail = spec.get("detail")
+    if detail is not None and not isinstance(detail, str):
+        fail("detail must be a string", index=i, field=f"{where}.image_url.detail")
+    extra: dict[str, Any] = {}
+    inner = {k: copy_json(v) for k, v in spec.items() if k not in _KNOWN_IMAGE_URL}
+    if detail is None and "detail" in spec:
+        inner["detail"] = None
+    if inner:
+        extra[f"{NS}:image_url"] = inner
+    keep_unknown(raw, _KNOWN_IMAGE, NS, extra)
+    inline = split_data_url(url)
+    if inline is not None:
+        return ImagePart(data=inline[1], mime=inline[0], detail=detail, extra=extra)
+    return ImagePart(url=url, detail=detail, extra=extra)
 
 
 def _load_call(raw: Any, i: int, j: int, strict: bool) -> ToolCallPart:
@@ -268,7 +279,11 @@ def dump(messages: Sequence[Message]) -> list[dict[str, Any]]:
     ``content: null`` as the API returns it. Chat tool messages take text only, so images in
     a converted tool result move to a user message right after the run of tool messages,
     introduced by a line naming the call.
+
+    Raises:
+        ConfigError: ``messages`` is not a sequence of :class:`Message`.
     """
+    check_messages(messages)
     out: list[dict[str, Any]] = []
     lifted: list[dict[str, Any]] = []
     for m in messages:
@@ -348,7 +363,7 @@ def _dump_plain(
     elif not content_parts:
         if shape != "absent" and not (own and f"{NS}.content" in m.extra):
             item["content"] = None if role == "assistant" else ""
-    elif len(content_parts) == 1 and _is_plain_text(content_parts[0]):
+    elif len(content_parts) == 1 and is_plain_text(content_parts[0], NS):
         item["content"] = content_parts[0].text  # type: ignore[union-attr]
     else:
         item["content"] = _dump_parts(content_parts)
@@ -359,12 +374,6 @@ def _dump_plain(
     if own:
         put_unknown(item, m.extra, NS)
     return item
-
-
-def _is_plain_text(part: Part) -> bool:
-    if not isinstance(part, TextPart):
-        return False
-    return not any(k.startswith(NS) for k in part.extra)
 
 
 def _dump_parts(parts: Sequence[Part]) -> list[dict[str, Any]]:

@@ -30,17 +30,17 @@ from contextfold.formats._common import (
     NO_EXTRA,
     IdMaker,
     check_json_text,
+    check_messages,
+    check_strict,
     copy_json,
-    data_url,
+    depth_guard,
     fail,
-    hint,
-    keep_unknown,
-    opaque,
+    is_plain_text,
     opaque_raw,
-    put_unknown,
-    split_data_url,
+    require_str,
     type_name,
 )
+from contextfold.formats._responses_parts import NS, dump_output, dump_parts, load_part
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -53,35 +53,15 @@ from contextfold.messages import (
 
 __all__ = ["NAME", "dump", "load"]
 
-NAME = "openai_responses"
-NS = NAME
+NAME = NS
 ITEMS = f"{NS}:items"
 
 _INPUT_ROLES = frozenset({"user", "system", "developer"})
 _CALL_TYPES = {"function_call": "arguments", "custom_tool_call": "input"}
 _OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
-_K_TEXT = frozenset({"type", "text"})
-_K_REFUSAL = frozenset({"type", "refusal"})
-_K_IMAGE = frozenset({"type", "image_url", "detail"})
-
-
-def _default_text_type(role: str) -> str:
-    return "output_text" if role == "assistant" else "input_text"
 
 
 # -- load ------------------------------------------------------------------------------------
-
-
-class _Group:
-    """The assistant items collected since the last input item."""
-
-    __slots__ = ("envelopes", "first", "parts", "raws")
-
-    def __init__(self, first: int) -> None:
-        self.first = first
-        self.parts: list[Part] = []
-        self.envelopes: list[dict[str, Any]] = []
-        self.raws: list[Any] = []
 
 
 def load(payload: Any, *, strict: bool = False) -> list[Message]:
@@ -98,54 +78,96 @@ def load(payload: Any, *, strict: bool = False) -> list[Message]:
 
     Raises:
         FormatError: the payload is malformed; the error names the item index and field.
+        ConfigError: ``strict`` is not a boolean.
     """
+    check_strict(strict)
     if not isinstance(payload, list):
         fail(f"expected a list of input items, got {type_name(payload)}")
-    ids = IdMaker()
-    out: list[Message] = []
-    group: _Group | None = None
-    try:
+    loader = _Loader(strict)
+    with depth_guard():
         for i, raw in enumerate(payload):
-            if not isinstance(raw, dict):
-                fail(f"an item must be an object, got {type_name(raw)}", index=i)
-            kind = raw.get("type")
-            if kind is None and "type" not in raw and "role" in raw:
-                kind = "message"
-            if not isinstance(kind, str):
-                fail(f"item type must be a string, not {type_name(kind)}", index=i, field="type")
-            role = raw.get("role")
-            if kind == "message" and role != "assistant":
-                if not isinstance(role, str) or role not in _INPUT_ROLES:
-                    fail(f"unknown role {role!r}", index=i, field="role")
-                _flush(group, out, ids)
-                group = None
-                parts, env = _load_message_item(raw, i, role, strict)
-                out.append(_single(role, parts, env, raw, i, ids))
-            elif kind in _OUTPUT_TYPES:
-                _flush(group, out, ids)
-                group = None
-                part, env = _load_output(raw, i, strict)
-                out.append(_single("tool", [part], env, raw, i, ids))
-            else:
-                if group is None:
-                    group = _Group(i)
-                if kind == "message":
-                    parts, env = _load_message_item(raw, i, "assistant", strict)
-                elif kind in _CALL_TYPES:
-                    parts, env = [_load_call(raw, i, kind, strict)], _envelope(raw, kind)
-                elif kind == "reasoning":
-                    parts, env = [_load_reasoning(raw, i)], _envelope(raw, kind)
-                else:
-                    if strict:
-                        fail(f"item type {kind!r} is not supported", index=i, field="type")
-                    parts, env = [], {"n": 0, "item": copy_json(raw)}
-                group.parts.extend(parts)
-                group.envelopes.append(env)
-                group.raws.append(raw)
-        _flush(group, out, ids)
-    except RecursionError:
-        fail("payload is nested too deeply")
-    return out
+            loader.add(raw, i)
+        loader.flush()
+    return loader.out
+
+
+class _Group:
+    """The assistant items collected since the last input item."""
+
+    __slots__ = ("envelopes", "first", "parts", "raws")
+
+    def __init__(self, first: int) -> None:
+        self.first = first
+        self.parts: list[Part] = []
+        self.envelopes: list[dict[str, Any]] = []
+        self.raws: list[Any] = []
+
+
+class _Loader:
+    """The messages of one payload, built item by item.
+
+    Input items (user, system and developer messages, tool outputs) are one message each; the
+    model's items in between are collected in a :class:`_Group` that becomes one assistant
+    message when the next input item (or the end) arrives.
+    """
+
+    __slots__ = ("group", "ids", "out", "strict")
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.ids = IdMaker()
+        self.out: list[Message] = []
+        self.group: _Group | None = None
+
+    def add(self, raw: Any, i: int) -> None:
+        if not isinstance(raw, dict):
+            fail(f"an item must be an object, got {type_name(raw)}", index=i)
+        kind = raw.get("type")
+        if kind is None and "type" not in raw and "role" in raw:
+            kind = "message"
+        if not isinstance(kind, str):
+            fail(f"item type must be a string, not {type_name(kind)}", index=i, field="type")
+        role = raw.get("role")
+        if kind == "message" and role != "assistant":
+            if not isinstance(role, str) or role not in _INPUT_ROLES:
+                fail(f"unknown role {role!r}", index=i, field="role")
+            self.flush()
+            parts, env = _load_message_item(raw, i, role, self.strict)
+            self.out.append(_single(role, parts, env, raw, i, self.ids))
+        elif kind in _OUTPUT_TYPES:
+            self.flush()
+            part, env = _load_output(raw, i, self.strict)
+            self.out.append(_single("tool", [part], env, raw, i, self.ids))
+        else:
+            self._add_model_item(raw, i, kind)
+
+    def _add_model_item(self, raw: dict[str, Any], i: int, kind: str) -> None:
+        if self.group is None:
+            self.group = _Group(i)
+        if kind == "message":
+            parts, env = _load_message_item(raw, i, "assistant", self.strict)
+        elif kind in _CALL_TYPES:
+            parts, env = [_load_call(raw, i, kind, self.strict)], _envelope(raw, kind)
+        elif kind == "reasoning":
+            parts, env = [_load_reasoning(raw, i)], _envelope(raw, kind)
+        else:
+            if self.strict:
+                fail(f"item type {kind!r} is not supported", index=i, field="type")
+            parts, env = [], {"n": 0, "item": copy_json(raw)}
+        self.group.parts.extend(parts)
+        self.group.envelopes.append(env)
+        self.group.raws.append(raw)
+
+    def flush(self) -> None:
+        """Close the current assistant group, if any, as one message."""
+        group, self.group = self.group, None
+        if group is not None:
+            first = group.raws[0]
+            msg_id = self.ids.make(
+                group.first, "assistant", group.parts, provider_id=first.get("id")
+            )
+            extra = {ITEMS: group.envelopes}
+            self.out.append(Message("assistant", tuple(group.parts), id=msg_id, extra=extra))
 
 
 def _single(
@@ -153,14 +175,6 @@ def _single(
 ) -> Message:
     msg_id = ids.make(i, role, parts, provider_id=raw.get("id"))
     return Message(role, tuple(parts), id=msg_id, extra={ITEMS: [env]})  # type: ignore[arg-type]
-
-
-def _flush(group: _Group | None, out: list[Message], ids: IdMaker) -> None:
-    if group is not None:
-        first = group.raws[0]
-        msg_id = ids.make(group.first, "assistant", group.parts, provider_id=first.get("id"))
-        extra = {ITEMS: group.envelopes}
-        out.append(Message("assistant", tuple(group.parts), id=msg_id, extra=extra))
 
 
 _KNOWN_BY_TYPE: dict[str, frozenset[str]] = {
@@ -190,7 +204,7 @@ def _load_message_item(
         parts = [TextPart(content)] if content else []
         env["content"] = "str"
     elif isinstance(content, list):
-        parts = [_load_part(p, i, f"content[{j}]", role, strict) for j, p in enumerate(content)]
+        parts = [load_part(p, i, f"content[{j}]", role, strict) for j, p in enumerate(content)]
     else:
         fail(
             f"content must be a string or a list, not {type_name(content)}",
@@ -201,60 +215,11 @@ def _load_message_item(
     return parts, env
 
 
-def _load_part(raw: Any, i: int, where: str, role: str, strict: bool) -> Part:
-    if not isinstance(raw, dict):
-        fail(f"a content part must be an object, got {type_name(raw)}", index=i, field=where)
-    kind = raw.get("type")
-    extra: dict[str, Any] = {}
-    if kind in ("input_text", "output_text"):
-        text = raw.get("text")
-        if not isinstance(text, str):
-            fail("text must be a string", index=i, field=f"{where}.text")
-        if kind != _default_text_type(role):
-            extra[f"{NS}:type"] = kind
-        keep_unknown(raw, _K_TEXT, NS, extra)
-        return TextPart(text, extra=extra or NO_EXTRA)
-    if kind == "refusal":
-        text = raw.get("refusal")
-        if not isinstance(text, str):
-            fail("refusal must be a string", index=i, field=f"{where}.refusal")
-        extra[f"{NS}:type"] = "refusal"
-        keep_unknown(raw, _K_REFUSAL, NS, extra)
-        return TextPart(text, extra=extra)
-    if kind == "input_image":
-        url = raw.get("image_url")
-        detail = raw.get("detail")
-        if url is not None and not isinstance(url, str):
-            fail("image_url must be a string", index=i, field=f"{where}.image_url")
-        if detail is not None and not isinstance(detail, str):
-            fail("detail must be a string", index=i, field=f"{where}.detail")
-        if "detail" not in raw:
-            extra[f"{NS}:detail"] = "absent"
-        for key, value in (("image_url", url), ("detail", detail)):
-            if value is None and key in raw:
-                extra[f"{NS}.{key}"] = None
-        keep_unknown(raw, _K_IMAGE, NS, extra)
-        inline = split_data_url(url) if url is not None else None
-        if inline is not None:
-            return ImagePart(data=inline[1], mime=inline[0], detail=detail, extra=extra or NO_EXTRA)
-        return ImagePart(url=url, detail=detail, extra=extra or NO_EXTRA)
-    if strict:
-        fail(f"content part type {kind!r} is not supported", index=i, field=f"{where}.type")
-    return opaque(raw, NS)
-
-
-def _str(raw: dict[str, Any], key: str, i: int) -> str:
-    value = raw.get(key)
-    if not isinstance(value, str):
-        fail(f"{key} must be a string, not {type_name(value)}", index=i, field=key)
-    return value
-
-
 def _load_call(raw: dict[str, Any], i: int, kind: str, strict: bool) -> ToolCallPart:
-    call_id = _str(raw, "call_id", i)
-    name = _str(raw, "name", i)
+    call_id = require_str(raw, "call_id", index=i, field="call_id")
+    name = require_str(raw, "name", index=i, field="name")
     text_key = _CALL_TYPES[kind]
-    text = _str(raw, text_key, i)
+    text = require_str(raw, text_key, index=i, field=text_key)
     if strict and kind == "function_call":
         check_json_text(text, index=i, field="arguments")
     return ToolCallPart(call_id, name, text)
@@ -295,7 +260,7 @@ def _load_output(raw: dict[str, Any], i: int, strict: bool) -> tuple[Part, dict[
     if isinstance(output, str):
         body = output
     elif isinstance(output, list):
-        body = tuple(_load_part(p, i, f"output[{j}]", "tool", strict) for j, p in enumerate(output))
+        body = tuple(load_part(p, i, f"output[{j}]", "tool", strict) for j, p in enumerate(output))
     else:
         fail(f"output must be a string or a list, not {type_name(output)}", index=i, field="output")
     return ToolResultPart(call_id, body), _envelope(raw, raw["type"])
@@ -305,7 +270,12 @@ def _load_output(raw: dict[str, Any], i: int, strict: bool) -> tuple[Part, dict[
 
 
 def dump(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Dump messages as a list of Responses API input items."""
+    """Dump messages as a list of Responses API input items.
+
+    Raises:
+        ConfigError: ``messages`` is not a sequence of :class:`Message`.
+    """
+    check_messages(messages)
     out: list[dict[str, Any]] = []
     for m in messages:
         envelopes = m.extra.get(ITEMS) if m.extra else None
@@ -363,10 +333,10 @@ def _dump_recorded(m: Message, envelopes: list[Any], out: list[dict[str, Any]]) 
         kind = item.get("type", "message")
         if kind == "message":
             role = item.get("role", m.role)
-            if env.get("content") == "str" and n <= 1 and all(_is_plain(p) for p in chunk):
+            if env.get("content") == "str" and n <= 1 and all(is_plain_text(p, NS) for p in chunk):
                 item["content"] = chunk[0].text if chunk else ""  # type: ignore[union-attr]
             else:
-                item["content"] = _dump_parts(chunk, role)
+                item["content"] = dump_parts(chunk, role)
         else:
             # _fits checked that each item type still has its one part of the right kind.
             part = chunk[0] if chunk else None
@@ -377,7 +347,7 @@ def _dump_recorded(m: Message, envelopes: list[Any], out: list[dict[str, Any]]) 
                 _fill_reasoning(item, part)
             elif isinstance(part, ToolResultPart):
                 item["call_id"] = part.call_id
-                item["output"] = _dump_output(part)
+                item["output"] = dump_output(part)
         out.append(item)
 
 
@@ -399,51 +369,6 @@ def _summary_text(summary: list[Any]) -> str | None:
     if not all(isinstance(t, str) for t in texts):
         return None
     return "\n\n".join(texts)  # type: ignore[arg-type]
-
-
-def _is_plain(part: Part) -> bool:
-    return isinstance(part, TextPart) and not any(k.startswith(NS) for k in part.extra)
-
-
-def _dump_parts(parts: Sequence[Part], role: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for p in parts:
-        is_opaque, raw = opaque_raw(p, NS)
-        if is_opaque:
-            if raw is not None:
-                out.append(raw)
-        elif isinstance(p, TextPart):
-            kind = hint(p.extra, NS, "type") or _default_text_type(role)
-            key = "refusal" if kind == "refusal" else "text"
-            out.append(put_unknown({"type": kind, key: p.text}, p.extra, NS))
-        elif isinstance(p, ImagePart):
-            image = _dump_image(p)
-            if image is not None:
-                out.append(image)
-        elif isinstance(p, ToolResultPart):
-            out.append({"type": _default_text_type(role), "text": p.text})
-    return out
-
-
-def _dump_image(p: ImagePart) -> dict[str, Any] | None:
-    item: dict[str, Any] = {"type": "input_image"}
-    if p.url is not None:
-        item["image_url"] = p.url
-    elif p.data is not None:
-        item["image_url"] = data_url(p.mime, p.data)
-    elif f"{NS}.image_url" not in p.extra and f"{NS}.file_id" not in p.extra:
-        return None
-    if p.detail is not None:
-        item["detail"] = p.detail
-    elif hint(p.extra, NS, "detail") != "absent":
-        item["detail"] = "auto"
-    return put_unknown(item, p.extra, NS)
-
-
-def _dump_output(result: ToolResultPart) -> Any:
-    if isinstance(result.content, str):
-        return result.content
-    return _dump_parts(result.content, "tool")
 
 
 def _dump_converted(m: Message, out: list[dict[str, Any]]) -> None:
@@ -478,7 +403,7 @@ def _dump_converted(m: Message, out: list[dict[str, Any]]) -> None:
 
 
 def _output_item(p: ToolResultPart) -> dict[str, Any]:
-    return {"type": "function_call_output", "call_id": p.call_id, "output": _dump_output(p)}
+    return {"type": "function_call_output", "call_id": p.call_id, "output": dump_output(p)}
 
 
 def _flush_text(
@@ -488,10 +413,10 @@ def _flush_text(
     if not kept and not keep_empty:
         return
     content: Any
-    if len(kept) == 1 and _is_plain(kept[0]):
+    if len(kept) == 1 and is_plain_text(kept[0], NS):
         content = kept[0].text  # type: ignore[union-attr]
     elif not kept:
         content = ""
     else:
-        content = _dump_parts(kept, role)
+        content = dump_parts(kept, role)
     out.append({"type": "message", "role": role, "content": content})
