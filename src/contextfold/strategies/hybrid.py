@@ -17,7 +17,8 @@ new chunk, not to the conversation. The running summary travels in the
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
@@ -34,9 +35,16 @@ from contextfold.strategies._common import (
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
 from contextfold.strategies.base import (
     PlanGenerator,
+    StrategyResult,
     SummaryCall,
 )
-from contextfold.summarizers.base import AsyncSummarizer, Summarizer, SummaryRequest, Usage
+from contextfold.summarizers.base import (
+    AsyncSummarizer,
+    SummarizationResult,
+    Summarizer,
+    SummaryRequest,
+    Usage,
+)
 
 __all__ = ["Hybrid"]
 
@@ -111,157 +119,194 @@ class Hybrid(SummarizingStrategy):
 
     def _fold(self, st: PlanState, budget: int) -> PlanGenerator:
         """The plan (one summary call per chunk), with ``budget`` the tokens left for messages."""
-        history, p, n, cuts = st.history, st.prefix_len, len(st.history), st.cuts
-        counter = st.counter
-        name, placement, prior = st.name, st.placement, st.prior
-        covered_end = st.base_from
-        running = st.prior_text
-        salt = st.salt
-
-        prefix_tokens = counter.count_messages(history[:p])
-        # Tokens of ``history[covered_end:]``, kept up to date as chunks are folded.
-        tail_tokens = counter.count_messages(history[covered_end:])
-
-        def view_tokens(summary: str | None) -> int:
-            total = prefix_tokens + tail_tokens
-            if summary is not None:
-                total += summary_message_tokens(summary, placement, counter)
-            return total
-
-        before = view_tokens(running)
+        run = _Run.start(st)
+        before = run.view_tokens()
         if before <= budget:
             st.guard.succeeded()  # no pressure: a tripped guard may try again next time
             return st.unchanged(
                 st.view(),
                 "reused the running summary: it and the newer messages fit the budget"
-                if prior is not None
+                if st.prior is not None
                 else "the history fits the budget",
             )
+        limit = recent_start(st.cuts, st.base_from, len(st.history), self.keep_recent)
+        if st.guard.tripped and limit > st.base_from:
+            run.fallback = st.guard.describe()
+        yield from self._fold_chunks(st, run, budget, limit)
+        return self._finish(st, run, budget, before, limit)
 
-        limit = recent_start(cuts, covered_end, n, self.keep_recent)
-        room = summary_room(history, p, cuts, counter, budget, placement)
+    def _fold_chunks(
+        self, st: PlanState, run: _Run, budget: int, limit: int
+    ) -> Generator[SummaryCall, SummarizationResult, None]:
+        """Fold chunk after chunk into the running summary until the view fits."""
+        history, counter, placement = st.history, st.counter, st.placement
+        room = summary_room(history, st.prefix_len, st.cuts, counter, budget, placement)
         max_output = cap_output(self.max_output_tokens, room)
-        usage = Usage()
-        calls = 0
-        chunks = 0
-        notes: list[str] = []
-        fallback: str | None = None
-        failure_code: str | None = None
-        last_model: str | None = None
-        last_details: dict[str, object] = {}
         deadline = deadline_from(self.deadline_s)
-        if st.guard.tripped and limit > covered_end:
-            fallback = st.guard.describe()
-        while fallback is None and covered_end < limit and chunks < self.max_chunks:
-            if view_tokens(running) <= budget:
+        while run.fallback is None and run.covered_end < limit and run.chunks < self.max_chunks:
+            if run.view_tokens() <= budget:
                 break
-            end = _chunk_end(cuts, covered_end + self.chunk_size, limit)
-            chunk = tuple(history[covered_end:end])
+            end = _chunk_end(st.cuts, run.covered_end + self.chunk_size, limit)
+            chunk = tuple(history[run.covered_end : end])
             request = SummaryRequest(
                 chunk,
-                previous_summary=running,
-                kind="update" if running is not None else "summary",
+                previous_summary=run.running,
+                kind="update" if run.running is not None else "summary",
                 instructions=self.instructions,
                 max_output_tokens=max_output,
                 deadline=deadline,
             )
             chunk_tokens = counter.count_messages(chunk)
-            replaced = chunk_tokens
-            if running is not None:
-                replaced += summary_message_tokens(running, placement, counter)
+            replaced = chunk_tokens + run.summary_tokens()
             result = yield SummaryCall(self.summarizer, request)
-            calls += 1
-            usage = add_usage(usage, result)
+            run.calls += 1
+            run.usage = add_usage(run.usage, result)
             problem = check_summary(
                 result, replaced_tokens=replaced, placement=placement, counter=counter
             )
             if problem is not None:
-                fallback, failure_code = problem
+                run.fallback, run.failure_code = problem
                 break
             cost = summary_message_tokens(result.text.strip(), placement, counter)
             if cost - summary_message_tokens("", placement, counter) > room:
-                fallback = (
+                run.fallback = (
                     f"the running summary ({cost} tokens) outgrew the budget: it cannot be "
                     "sent next to the newest message"
                 )
                 break
-            running = result.text.strip()
-            covered_end = end
-            tail_tokens -= chunk_tokens
-            chunks += 1
-            last_model = result.model or last_model
-            last_details = dict(result.details)
-        if chunks:
-            notes.append(
-                f"folded {chunks} chunk{'s' if chunks > 1 else ''} "
-                f"({covered_end - st.base_from} messages) "
-                "into the running summary"
-            )
-        if fallback is not None:
-            notes.append(f"fell back: {fallback}")
+            run.fold(result.text.strip(), end, chunk_tokens, result.model, result.details)
 
-        sid = span_summary_id(history, p, covered_end, salt if not chunks else name)
+    def _finish(
+        self, st: PlanState, run: _Run, budget: int, before: int, limit: int
+    ) -> StrategyResult:
+        """Trim what still does not fit, update the guard, record the new summary."""
+        covered_end, chunks, calls = run.covered_end, run.chunks, run.calls
+        sid = span_summary_id(
+            st.history, st.prefix_len, covered_end, st.salt if not chunks else st.name
+        )
         asm, with_summary = trim_view(
-            history,
-            p,
-            summary=running,
-            placement=placement,
+            st.history,
+            st.prefix_len,
+            summary=run.running,
+            placement=st.placement,
             summary_msg_id=sid,
             tail_from=covered_end,
-            cuts=cuts,
-            counter=counter,
+            cuts=st.cuts,
+            counter=st.counter,
             max_tokens=budget,
         )
-        guard_stop = fallback is not None and calls == 0
         trimmed = asm.tail_start > covered_end or not with_summary
-        bounded = fallback is None and chunks >= self.max_chunks and covered_end < limit
-        if trimmed and bounded:
-            notes.append(
-                f"stopped after {chunks} chunks (max_chunks); the rest was trimmed with the "
-                "sliding window and will be summarized by later builds"
-            )
-        elif trimmed:
-            notes.append("still over budget: trimmed the newer messages with the sliding window")
-        if not guard_stop:
-            if fallback is not None or (trimmed and not bounded and calls):
+        bounded = run.fallback is None and chunks >= self.max_chunks and covered_end < limit
+        notes = _notes(run, st.base_from, trimmed=trimmed, bounded=bounded)
+        if not (run.fallback is not None and calls == 0):  # a tripped guard stays as it is
+            if run.fallback is not None or (trimmed and not bounded and calls):
                 st.guard.failed()
             elif calls:
                 st.guard.succeeded()
-
         record: CheckpointRecord | None = None
-        if chunks and with_summary and running is not None:
+        if chunks and with_summary and run.running is not None:
             details: dict[str, object] = {
                 "chunks": chunks,
-                "covered_messages": covered_end - p,
+                "covered_messages": covered_end - st.prefix_len,
                 "chunk_size": self.chunk_size,
             }
-            if last_details:
-                details["summarizer"] = last_details
-            prompt_hash = last_details.get("prompt_hash")
+            if run.last_details:
+                details["summarizer"] = run.last_details
+            prompt_hash = run.last_details.get("prompt_hash")
             record = st.record(
-                running,
+                run.running,
                 covered_end,
                 asm,
-                model=last_model,
+                model=run.last_model,
                 prompt_hash=prompt_hash if isinstance(prompt_hash, str) else None,
                 tokens_before=before,
-                usage=usage,
+                usage=run.usage,
                 details=details,
             )
-        covered_out: int | None = None
-        if with_summary and running is not None:
-            covered_out = covered_end
+        summarized = with_summary and run.running is not None
         return st.result(
             asm,
-            covered_end=covered_out,
+            covered_end=covered_end if summarized else None,
             checkpoint=record,
-            reused=prior if (with_summary and not chunks) else None,
-            fallback=fallback,
-            failure_code=failure_code,
-            usage=usage,
+            reused=st.prior if (with_summary and not chunks) else None,
+            fallback=run.fallback,
+            failure_code=run.failure_code,
+            usage=run.usage,
             calls=calls,
             notes=notes,
         )
+
+
+@dataclass
+class _Run:
+    """One plan's running summary as chunks are folded into it (never shared)."""
+
+    st: PlanState
+    running: str | None
+    covered_end: int
+    prefix_tokens: int
+    tail_tokens: int  # tokens of ``history[covered_end:]``
+    chunks: int = 0
+    calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    fallback: str | None = None
+    failure_code: str | None = None
+    last_model: str | None = None
+    last_details: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, st: PlanState) -> _Run:
+        history, counter = st.history, st.counter
+        return cls(
+            st=st,
+            running=st.prior_text,
+            covered_end=st.base_from,
+            prefix_tokens=counter.count_messages(history[: st.prefix_len]),
+            tail_tokens=counter.count_messages(history[st.base_from :]),
+        )
+
+    def summary_tokens(self) -> int:
+        if self.running is None:
+            return 0
+        return summary_message_tokens(self.running, self.st.placement, self.st.counter)
+
+    def view_tokens(self) -> int:
+        return self.prefix_tokens + self.tail_tokens + self.summary_tokens()
+
+    def fold(
+        self,
+        text: str,
+        end: int,
+        chunk_tokens: int,
+        model: str | None,
+        details: Mapping[str, object],
+    ) -> None:
+        self.running = text
+        self.covered_end = end
+        self.tail_tokens -= chunk_tokens
+        self.chunks += 1
+        self.last_model = model or self.last_model
+        self.last_details = dict(details)
+
+
+def _notes(run: _Run, base_from: int, *, trimmed: bool, bounded: bool) -> list[str]:
+    notes: list[str] = []
+    if run.chunks:
+        notes.append(
+            f"folded {run.chunks} chunk{'s' if run.chunks > 1 else ''} "
+            f"({run.covered_end - base_from} messages) "
+            "into the running summary"
+        )
+    if run.fallback is not None:
+        notes.append(f"fell back: {run.fallback}")
+    if trimmed and bounded:
+        notes.append(
+            f"stopped after {run.chunks} chunks (max_chunks); the rest was trimmed with the "
+            "sliding window and will be summarized by later builds"
+        )
+    elif trimmed:
+        notes.append("still over budget: trimmed the newer messages with the sliding window")
+    return notes
 
 
 def _chunk_end(cuts: Sequence[int], target: int, limit: int) -> int:
