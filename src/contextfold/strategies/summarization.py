@@ -27,10 +27,14 @@ from contextfold.strategies._common import (
     summary_room,
 )
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
-from contextfold.strategies.base import (
-    PlanGenerator,
+from contextfold.strategies.base import PlanGenerator, StrategyResult
+from contextfold.summarizers.base import (
+    AsyncSummarizer,
+    SummarizationResult,
+    Summarizer,
+    SummaryRequest,
 )
-from contextfold.summarizers.base import AsyncSummarizer, Summarizer, SummaryRequest
+from contextfold.usage import Usage
 
 __all__ = ["Summarization"]
 
@@ -144,9 +148,22 @@ class Summarization(SummarizingStrategy):
             reason, code = problem
             return st.fallback(reason, code, usage=usage, calls=1)
 
+        return self._fitted(st, view.tokens, request, result, usage, k)
+
+    def _fitted(
+        self,
+        st: PlanState,
+        before: int,
+        request: SummaryRequest,
+        result: SummarizationResult,
+        usage: Usage,
+        k: int,
+    ) -> StrategyResult:
+        """The result for a written summary covering up to ``k``: fitted and recorded."""
+        history, p, n = st.history, st.prefix_len, len(st.history)
         text = result.text.strip()
-        built = st.within_budget(text, span_summary_id(history, p, k, st.name), k)
-        if built is None:
+        asm = st.within_budget(text, span_summary_id(history, p, k, st.name), k)
+        if asm is None:
             st.guard.failed()
             return st.fallback(
                 "the new summary and the newest message do not fit the budget together",
@@ -154,7 +171,6 @@ class Summarization(SummarizingStrategy):
                 usage=usage,
                 calls=1,
             )
-        asm = built
         notes = [f"summarized {k - p} messages into one summary ({len(text)} characters)"]
         if asm.tail_start > k:
             st.guard.failed()
@@ -173,7 +189,7 @@ class Summarization(SummarizingStrategy):
             asm,
             model=result.model,
             prompt_hash=_prompt_hash(result.details),
-            tokens_before=view.tokens,
+            tokens_before=before,
             usage=result.usage,
             details=details,
         )
