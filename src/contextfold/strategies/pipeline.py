@@ -134,7 +134,6 @@ class Pipeline(BudgetedStrategy):
     ) -> PlanGenerator:
         """Run the stages (yielding their summary calls) within ``budget`` tokens."""
         history = messages
-        n = len(history)
         p, covered = prepare_from(history, checkpoint, checkpoint.strategy if checkpoint else "")
         start = p if covered is None else covered
         require_fit(
@@ -145,140 +144,169 @@ class Pipeline(BudgetedStrategy):
             self.max_tokens,
             reserved=self.max_tokens - budget,
         )
-
         owner: Strategy | None = None
         if checkpoint is not None:
             owner = next((s for s in self.stages if checkpoint_applies(s, checkpoint)), None)
-        pending = checkpoint if owner is not None else None
-
-        current: list[Message] = list(history)
-        origin: list[int | None] = list(range(n))
-        summarized: set[int] = set()
-        dropped: set[int] = set()
-        summary_outside = False  # a summary of messages the caller did not pass in
-        pruned_ids: set[str] = set()
-        notes: list[str] = []
-        usage = Usage()
-        calls = 0
-        new_checkpoint: CheckpointRecord | None = None
-        reused: CheckpointRecord | None = None
-        fallback: str | None = None
-        failure_code: str | None = None
-
-        def effective() -> tuple[list[Message], list[int | None], set[int], bool]:
-            """``current`` with the pending checkpoint applied (as its owner would)."""
-            if pending is None or owner is None:
-                return current, origin, set(), False
-            covered = locate_checkpoint(current, p, pending, pending.strategy)
-            if covered is None:  # an empty summary: nothing to apply
-                return current, origin, set(), False
-            placement = getattr(owner, "placement", None)
-            if not isinstance(placement, SummaryPlacement):
-                placement = SummaryPlacement()
-            view = assemble(
-                current,
-                p,
-                summary=pending.summary.strip(),
-                placement=placement,
-                summary_msg_id=span_summary_id(current, p, covered, pending.strategy + pending.id),
-                tail_from=covered,
-                cuts=(),
-                counter=counter,
-                max_tokens=None,
-            )
-            assert view is not None
-            by_id = {m.id: origin[i] for i, m in enumerate(current)}
-            view_origin = [by_id.get(m.id) for m in view.messages]
-            covered_orig = {o for o in origin[p:covered] if o is not None}
-            return view.messages, view_origin, covered_orig, covered == p
-
+        run = _Run(history, p, counter, owner, checkpoint if owner is not None else None)
         stopped_early = False
         states = [state.stage(i) for i in range(len(self.stages))]
         for i, stage in enumerate(self.stages):
-            view, _, view_summarized, outside = effective()
+            view = run.effective()[0]
             if counter.count_messages(view) <= budget:
                 stopped_early = True
-                notes.append(f"fits the budget before {stage.name}: remaining stages skipped")
+                run.notes.append(f"fits the budget before {stage.name}: remaining stages skipped")
                 break
             sub = yield from stage.plan(
-                current,
+                run.current,
                 counter=counter,
-                checkpoint=pending if stage is owner else None,
+                checkpoint=run.pending if stage is owner else None,
                 state=states[i],
             )
             states[i] = sub.state
-            # Map the stage's ranges (indices into ``current``) back to the original history.
-            for a, b in sub.summarized_ranges:
-                mapped = {o for o in origin[a:b] if o is not None}
-                summarized |= mapped
-                if a == b:
-                    summary_outside = True
-            for a, b in sub.dropped_ranges:
-                dropped |= {o for o in origin[a:b] if o is not None}
-            pruned_ids |= set(sub.pruned)
-            notes.extend(f"{stage.name}: {note}" for note in sub.notes)
-            usage = usage + sub.usage
-            calls += sub.summary_calls
-            if sub.checkpoint is not None:
-                new_checkpoint = sub.checkpoint
-            if sub.reused_checkpoint is not None and reused is None:
-                reused = sub.reused_checkpoint
-            if sub.fallback is not None:
-                fallback, failure_code = f"{stage.name}: {sub.fallback}", sub.failure_code
-            by_id = {m.id: origin[i] for i, m in enumerate(current)}
-            current = list(sub.messages)
-            origin = [by_id.get(m.id) for m in current]
-            if stage is owner:
-                pending = None
+            run.absorb(stage, sub)
+        return run.result(self.name, budget, stopped_early, StrategyState(stages=tuple(states)))
 
-        final, final_origin, view_summarized, outside = effective()
-        if pending is not None and (view_summarized or outside):
-            summarized |= view_summarized
-            summary_outside = summary_outside or outside
-            reused = reused or pending
-        tokens = counter.count_messages(final)
+
+class _Run:
+    """One plan's progress through the stages, mapped back to the caller's history."""
+
+    def __init__(
+        self,
+        history: Sequence[Message],
+        prefix_len: int,
+        counter: TokenCounter,
+        owner: Strategy | None,
+        pending: CheckpointRecord | None,
+    ) -> None:
+        self.history = history
+        self.p = prefix_len
+        self.counter = counter
+        self.owner = owner
+        self.pending = pending  # the checkpoint handed in, until its stage has run
+        self.current: list[Message] = list(history)
+        self.origin: list[int | None] = list(range(len(history)))
+        self.summarized: set[int] = set()
+        self.dropped: set[int] = set()
+        self.summary_outside = False  # a summary of messages the caller did not pass in
+        self.pruned_ids: set[str] = set()
+        self.notes: list[str] = []
+        self.usage = Usage()
+        self.calls = 0
+        self.new_checkpoint: CheckpointRecord | None = None
+        self.reused: CheckpointRecord | None = None
+        self.fallback: str | None = None
+        self.failure_code: str | None = None
+
+    def effective(self) -> tuple[list[Message], list[int | None], set[int], bool]:
+        """``current`` with the pending checkpoint applied (as its owner would)."""
+        pending, owner, current, p = self.pending, self.owner, self.current, self.p
+        if pending is None or owner is None:
+            return current, self.origin, set(), False
+        covered = locate_checkpoint(current, p, pending, pending.strategy)
+        if covered is None:  # an empty summary: nothing to apply
+            return current, self.origin, set(), False
+        placement = getattr(owner, "placement", None)
+        if not isinstance(placement, SummaryPlacement):
+            placement = SummaryPlacement()
+        view = assemble(
+            current,
+            p,
+            summary=pending.summary.strip(),
+            placement=placement,
+            summary_msg_id=span_summary_id(current, p, covered, pending.strategy + pending.id),
+            tail_from=covered,
+            cuts=(),
+            counter=self.counter,
+            max_tokens=None,
+        )
+        assert view is not None
+        by_id = {m.id: self.origin[i] for i, m in enumerate(current)}
+        view_origin = [by_id.get(m.id) for m in view.messages]
+        covered_orig = {o for o in self.origin[p:covered] if o is not None}
+        return view.messages, view_origin, covered_orig, covered == p
+
+    def absorb(self, stage: Strategy, sub: StrategyResult) -> None:
+        """Take in one stage's result: its ranges mapped back, its costs added up."""
+        origin = self.origin
+        for a, b in sub.summarized_ranges:
+            self.summarized |= {o for o in origin[a:b] if o is not None}
+            if a == b:
+                self.summary_outside = True
+        for a, b in sub.dropped_ranges:
+            self.dropped |= {o for o in origin[a:b] if o is not None}
+        self.pruned_ids |= set(sub.pruned)
+        self.notes.extend(f"{stage.name}: {note}" for note in sub.notes)
+        self.usage = self.usage + sub.usage
+        self.calls += sub.summary_calls
+        if sub.checkpoint is not None:
+            self.new_checkpoint = sub.checkpoint
+        if sub.reused_checkpoint is not None and self.reused is None:
+            self.reused = sub.reused_checkpoint
+        if sub.fallback is not None:
+            self.fallback, self.failure_code = f"{stage.name}: {sub.fallback}", sub.failure_code
+        by_id = {m.id: origin[i] for i, m in enumerate(self.current)}
+        self.current = list(sub.messages)
+        self.origin = [by_id.get(m.id) for m in self.current]
+        if stage is self.owner:
+            self.pending = None
+
+    def result(
+        self, name: str, budget: int, stopped_early: bool, state: StrategyState
+    ) -> StrategyResult:
+        """The pipeline's result: the last view, trimmed by the sliding window if need be."""
+        final, final_origin, view_summarized, outside = self.effective()
+        if self.pending is not None and (view_summarized or outside):
+            self.summarized |= view_summarized
+            self.summary_outside = self.summary_outside or outside
+            self.reused = self.reused or self.pending
+        tokens = self.counter.count_messages(final)
         if tokens > budget:
-            fit = fit_window(final, budget, counter, check_pairing=False)
-            gone = final_origin[fit.prefix_end : fit.start]
-            dropped |= {o for o in gone if o is not None}
-            if any(o is None for o in gone):
-                notes.append("the summary itself had to be dropped to fit the budget")
-            final = fit.messages(final)
-            final_origin = final_origin[: fit.prefix_end] + final_origin[fit.start :]
-            tokens = fit.tokens
-            notes.append(
-                f"still over budget after the last stage: dropped {fit.start - fit.prefix_end} "
-                "more messages with the sliding window"
-            )
-        elif not stopped_early and not notes:
-            notes.append("all stages ran")
-
+            final, final_origin, tokens = self._trimmed(final, final_origin, budget)
+        elif not stopped_early and not self.notes:
+            self.notes.append("all stages ran")
+        history = self.history
         present = {m.id for m in final}
-        dropped -= summarized
+        dropped = self.dropped - self.summarized
         kept = tuple(
             m.id
             for m, o in zip(final, final_origin, strict=True)
             if o is not None and history[o] is m
         )
-        summarized_ranges = ranges_of(sorted(summarized))
-        if summary_outside and not summarized_ranges:
-            summarized_ranges = ((p, p),)
+        summarized_ranges = ranges_of(sorted(self.summarized))
+        if self.summary_outside and not summarized_ranges:
+            summarized_ranges = ((self.p, self.p),)
         return StrategyResult(
             messages=tuple(final),
-            strategy=self.name,
+            strategy=name,
             tokens=tokens,
             history=history,
-            counter=counter,
+            counter=self.counter,
             kept=kept,
             dropped_ranges=ranges_of(sorted(dropped)),
             summarized_ranges=summarized_ranges,
-            pruned=tuple(m.id for m in history if m.id in pruned_ids and m.id in present),
-            checkpoint=new_checkpoint,
-            reused_checkpoint=reused,
-            fallback=fallback,
-            failure_code=failure_code,
-            usage=usage,
-            summary_calls=calls,
-            notes=tuple(notes),
-            state=StrategyState(stages=tuple(states)),
+            pruned=tuple(m.id for m in history if m.id in self.pruned_ids and m.id in present),
+            checkpoint=self.new_checkpoint,
+            reused_checkpoint=self.reused,
+            fallback=self.fallback,
+            failure_code=self.failure_code,
+            usage=self.usage,
+            summary_calls=self.calls,
+            notes=tuple(self.notes),
+            state=state,
         )
+
+    def _trimmed(
+        self, final: list[Message], final_origin: list[int | None], budget: int
+    ) -> tuple[list[Message], list[int | None], int]:
+        """The sliding window over the last view, when the last stage left it over budget."""
+        fit = fit_window(final, budget, self.counter, check_pairing=False)
+        gone = final_origin[fit.prefix_end : fit.start]
+        self.dropped |= {o for o in gone if o is not None}
+        if any(o is None for o in gone):
+            self.notes.append("the summary itself had to be dropped to fit the budget")
+        self.notes.append(
+            f"still over budget after the last stage: dropped {fit.start - fit.prefix_end} "
+            "more messages with the sliding window"
+        )
+        kept = fit.messages(final)
+        return kept, final_origin[: fit.prefix_end] + final_origin[fit.start :], fit.tokens
