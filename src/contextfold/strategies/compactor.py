@@ -53,6 +53,7 @@ from contextfold.strategies.base import (
 from contextfold.summarizers.base import (
     AsyncSummarizer,
     CancelToken,
+    SummarizationResult,
     Summarizer,
     SummaryRequest,
     Usage,
@@ -206,21 +207,9 @@ class SummaryCompactor(FrozenConfig):
             placement=self.placement,
             guard=LoopGuard(self.max_failed_compactions, failures),
         )
-        history, p, n, cuts = messages, st.prefix_len, len(messages), st.cuts
-        prior, base_from, prior_text = st.prior, st.base_from, st.prior_text
-        prefix_chars = char_size(history[:p])
-
-        if budget_chars is not None and p < n:
-            newest = cuts[bisect.bisect_left(cuts, n) - 1] if len(cuts) > 1 else p
-            need = prefix_chars + char_size(history[newest:])
-            if need > budget_chars:
-                raise BudgetError(
-                    f"the system prefix and the newest message need {need} characters, "
-                    f"over the budget of {budget_chars}",
-                    budget=budget_chars,
-                    required=need,
-                )
-
+        history, base_from = messages, st.base_from
+        prefix_chars = char_size(history[: st.prefix_len])
+        _require_fit(st, budget_chars, prefix_chars)
         view = st.view()
         bounds = _turn_starts(history, base_from)
         nturns = len(bounds)
@@ -230,30 +219,14 @@ class SummaryCompactor(FrozenConfig):
         ):
             st.guard.succeeded()
             return st.unchanged(
-                view, "reused the checkpoint" if prior is not None else "nothing to compact"
+                view, "reused the checkpoint" if st.prior is not None else "nothing to compact"
             )
-
-        ctx = _Ctx(st, budget_chars, prefix_chars)
-
-        def fallback(reason: str, code: str | None, usage: Usage, calls: int) -> StrategyResult:
-            recent = bounds[max(0, nturns - self.keep_recent_turns)] if nturns else base_from
-            asm, with_summary = ctx.fit(prior_text, st.prior_sid, base_from, recent)
-            return st.trimmed_result(
-                asm,
-                with_summary,
-                fallback=reason,
-                failure_code=code,
-                usage=usage,
-                calls=calls,
-                notes=[f"fell back: {reason}; dropped old turns without a summary"],
-            )
-
+        recent = bounds[max(0, nturns - self.keep_recent_turns)] if nturns else base_from
+        ctx = _Ctx(st, budget_chars, prefix_chars, recent)
         keep = min(self.keep_recent_turns, nturns - 1)
         if keep < 1:
             # A single turn over the character budget: nothing older to fold.
-            return fallback(
-                "a single turn is over the budget: nothing older to fold", None, Usage(), 0
-            )
+            return ctx.fallback("a single turn is over the budget: nothing older to fold", None)
         k = bounds[nturns - keep]
         if budget_chars is not None:
             # Keep fewer recent turns when they alone are over the budget: better summarized
@@ -262,70 +235,89 @@ class SummaryCompactor(FrozenConfig):
                 keep -= 1
                 k = bounds[nturns - keep]
         if st.guard.tripped:
-            return fallback(st.guard.describe(), None, Usage(), 0)
-        if cancel is not None and cancel.cancelled:
-            raise CancelledError(cancel.reason or "cancelled")
-
+            return ctx.fallback(st.guard.describe(), None)
+        _check_cancel(cancel)
         request = SummaryRequest(
             tuple(history[base_from:k]),
-            previous_summary=prior_text,
-            kind="update" if prior_text is not None else "summary",
+            previous_summary=st.prior_text,
+            kind="update" if st.prior_text is not None else "summary",
             instructions=self.system_prompt,
             deadline=deadline_from(deadline_s),
             cancel=cancel,
         )
         result, usage, problem = yield from st.summarize(self.summarizer, request, end=k)
-        if cancel is not None and cancel.cancelled:
-            raise CancelledError(cancel.reason or "cancelled")
+        _check_cancel(cancel)
         if problem is not None:
             st.guard.failed()
-            return fallback(problem[0], problem[1], usage, 1)
+            return ctx.fallback(problem[0], problem[1], usage, 1)
+        return _fitted(ctx, result, usage, k, nturns - keep, view.tokens)
 
-        text = result.text.strip()
-        sid = span_summary_id(history, p, k, st.name)
-        asm, with_summary = ctx.fit(text, sid, k, k)
-        if not with_summary:
-            st.guard.failed()
-            reason = "the summary does not fit the character budget next to the newest turn"
-            return st.result(
-                asm,
-                fallback=reason,
-                covered_end=None,
-                usage=usage,
-                calls=1,
-                notes=[f"fell back: {reason}"],
-            )
-        notes = [f"folded {nturns - keep} turns ({k - base_from} messages) into one summary"]
-        if asm.tail_start > k:
-            st.guard.failed()
-            notes.append(
-                f"over the character budget: dropped {asm.tail_start - k} more messages "
-                "from the oldest kept turns"
-            )
-        else:
-            st.guard.succeeded()
-        record = st.record(
-            text,
-            k,
-            asm,
-            model=result.model,
-            prompt_hash=_str_or_none(result.details.get("prompt_hash")),
-            tokens_before=view.tokens,
-            usage=result.usage,
-            details={
-                "turns": nturns - keep,
-                "covered_messages": k - p,
-                "chars_after": char_size(asm.messages),
-            },
+
+def _require_fit(st: PlanState, budget_chars: int | None, prefix_chars: int) -> None:
+    """Raise :class:`BudgetError` when the prefix and the newest unit exceed the budget."""
+    history, p, cuts, n = st.history, st.prefix_len, st.cuts, len(st.history)
+    if budget_chars is None or p >= n:
+        return
+    newest = cuts[bisect.bisect_left(cuts, n) - 1] if len(cuts) > 1 else p
+    need = prefix_chars + char_size(history[newest:])
+    if need > budget_chars:
+        raise BudgetError(
+            f"the system prefix and the newest message need {need} characters, "
+            f"over the budget of {budget_chars}",
+            budget=budget_chars,
+            required=need,
         )
+
+
+def _check_cancel(cancel: CancelToken | None) -> None:
+    if cancel is not None and cancel.cancelled:
+        raise CancelledError(cancel.reason or "cancelled")
+
+
+def _fitted(
+    ctx: _Ctx, result: SummarizationResult, usage: Usage, k: int, turns: int, before: int
+) -> StrategyResult:
+    """The result for a written summary of ``turns`` turns, up to ``k``: fitted, recorded."""
+    st = ctx.plan
+    p = st.prefix_len
+    text = result.text.strip()
+    sid = span_summary_id(st.history, p, k, st.name)
+    asm, with_summary = ctx.fit(text, sid, k, k)
+    if not with_summary:
+        st.guard.failed()
+        reason = "the summary does not fit the character budget next to the newest turn"
         return st.result(
             asm,
-            covered_end=k,
-            checkpoint=record,
+            fallback=reason,
+            covered_end=None,
             usage=usage,
             calls=1,
-            notes=notes,
+            notes=[f"fell back: {reason}"],
         )
+    notes = [f"folded {turns} turns ({k - st.base_from} messages) into one summary"]
+    if asm.tail_start > k:
+        st.guard.failed()
+        notes.append(
+            f"over the character budget: dropped {asm.tail_start - k} more messages "
+            "from the oldest kept turns"
+        )
+    else:
+        st.guard.succeeded()
+    record = st.record(
+        text,
+        k,
+        asm,
+        model=result.model,
+        prompt_hash=_str_or_none(result.details.get("prompt_hash")),
+        tokens_before=before,
+        usage=result.usage,
+        details={
+            "turns": turns,
+            "covered_messages": k - p,
+            "chars_after": char_size(asm.messages),
+        },
+    )
+    return st.result(asm, covered_end=k, checkpoint=record, usage=usage, calls=1, notes=notes)
 
 
 @dataclass(frozen=True)
@@ -335,6 +327,23 @@ class _Ctx:
     plan: PlanState
     budget_chars: int | None
     prefix_chars: int
+    recent: int  # where the newest ``keep_recent_turns`` turns start
+
+    def fallback(
+        self, reason: str, code: str | None, usage: Usage | None = None, calls: int = 0
+    ) -> StrategyResult:
+        """Old turns dropped without a summary (the prior one kept when it fits), saying why."""
+        st = self.plan
+        asm, with_summary = self.fit(st.prior_text, st.prior_sid, st.base_from, self.recent)
+        return st.trimmed_result(
+            asm,
+            with_summary,
+            fallback=reason,
+            failure_code=code,
+            usage=usage if usage is not None else Usage(),
+            calls=calls,
+            notes=[f"fell back: {reason}; dropped old turns without a summary"],
+        )
 
     def fit(
         self, summary: str | None, sid: str, tail_from: int, preferred: int
