@@ -9,7 +9,7 @@ import pytest
 from contextfold.errors import BudgetError, CancelledError, PairingError
 from contextfold.messages import Message
 from contextfold.strategies import SummaryCompactor
-from contextfold.strategies._common import char_size
+from contextfold.strategies._chars import char_size
 from contextfold.strategies.base import arun, run
 from contextfold.summarizers.base import (
     CancelToken,

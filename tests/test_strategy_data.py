@@ -26,7 +26,7 @@ from contextfold.strategies import (
     Summarization,
     SummaryCompactor,
 )
-from contextfold.strategies._common import char_size
+from contextfold.strategies._chars import char_size
 from contextfold.strategies.base import run
 from contextfold.summarizers import ExtractiveSummarizer
 from contextfold.testing import FakeSummarizer

@@ -18,7 +18,7 @@ from contextfold.strategies import (
     Summarization,
     SummaryCompactor,
 )
-from contextfold.strategies._common import char_size
+from contextfold.strategies._chars import char_size
 from contextfold.strategies.base import run
 from contextfold.testing import FakeSummarizer, FixedCounter
 from contextfold.turns import prefix_length, units

@@ -24,14 +24,14 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import BudgetError, FormatError, PairingError
 from contextfold.framing import SummaryPlacement, place_summary, summary_message_tokens
-from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from contextfold.messages import Message
 from contextfold.strategies.base import StrategyResult, StrategyState
 from contextfold.strategies.sliding import fit_window
 from contextfold.summarizers.base import SummarizationResult
@@ -46,19 +46,19 @@ __all__ = [
     "assemble",
     "build_result",
     "cap_output",
-    "char_size",
     "check_messages",
     "check_summary",
     "cut_points",
     "deadline_from",
     "fit_tail",
     "locate_checkpoint",
-    "message_chars",
     "prepare",
     "prepare_from",
     "ranges_of",
     "recent_start",
+    "reported_prompt_hash",
     "require_fit",
+    "summarizer_fingerprint",
     "summary_room",
     "trim_view",
     "with_overhead_notes",
@@ -380,29 +380,6 @@ def ranges_of(indices: Sequence[int]) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-def message_chars(message: Message) -> int:
-    """Characters a message carries: text, thinking, tool arguments and results, names.
-
-    The character measure of the ``SummaryCompactor`` seed: a free proxy for tokens.
-    """
-    total = len(message.name or "")
-    for part in message.parts:
-        if isinstance(part, TextPart):
-            total += len(part.text)
-        elif isinstance(part, ThinkingPart):
-            total += len(part.text) + len(part.data or "")
-        elif isinstance(part, ToolCallPart):
-            total += len(part.name) + len(part.arguments)
-        elif isinstance(part, ToolResultPart):
-            total += len(part.text) + len(part.call_id)
-    return total
-
-
-def char_size(messages: Sequence[Message]) -> int:
-    """Sum of :func:`message_chars` over ``messages``."""
-    return sum(message_chars(m) for m in messages)
-
-
 def add_usage(total: Usage, result: SummarizationResult) -> Usage:
     """``total`` plus the usage ``result`` reports, if any."""
     return total + result.usage if result.usage is not None else total
@@ -574,3 +551,20 @@ def with_overhead_notes(result: StrategyResult, tools: int, reserve: int) -> Str
     if not extra:
         return result
     return dataclasses.replace(result, notes=(*result.notes, *extra))
+
+
+def reported_prompt_hash(details: Mapping[str, Any]) -> str | None:
+    """The prompt hash a summarizer reported in its result details, if any."""
+    value = details.get("prompt_hash")
+    return value if isinstance(value, str) else None
+
+
+def summarizer_fingerprint(summarizer: object) -> str:
+    """What produced the text: the summarizer's own fingerprint, else its prompt set's hash."""
+    from contextfold.prompts import PromptSet, prompt_hash
+
+    own = getattr(summarizer, "prompt_hash", None)
+    if isinstance(own, str):
+        return own
+    prompts = getattr(summarizer, "prompts", None)
+    return prompt_hash(prompts if isinstance(prompts, PromptSet) else None)

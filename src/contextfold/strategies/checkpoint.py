@@ -41,16 +41,12 @@ from __future__ import annotations
 import bisect
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConfigError
 from contextfold.framing import (
     SummaryPlacement,
-    escape_text,
     span_summary_id,
-    summary_message_tokens,
 )
 from contextfold.messages import Message, TextPart
 from contextfold.strategies._common import (
@@ -59,15 +55,17 @@ from contextfold.strategies._common import (
     check_summary,
     deadline_from,
     fit_tail,
+    summarizer_fingerprint,
 )
 from contextfold.strategies._config import check_option
+from contextfold.strategies._files import FileTrail
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
+from contextfold.strategies._split_turn import SplitSpan, joined_text, split_span
 from contextfold.strategies.base import (
     PlanGenerator,
     StrategyResult,
     SummaryCall,
 )
-from contextfold.summarizers._serialize import file_operations
 from contextfold.summarizers.base import (
     AsyncSummarizer,
     SummarizationResult,
@@ -92,10 +90,6 @@ CHECKPOINT_PLACEMENT = SummaryPlacement(
         "mention the checkpoint itself."
     ),
 )
-
-_TURN_HEADER = "Context of the current turn (its first part was condensed):"
-_SPLIT_JOIN = f"\n\n---\n\n{_TURN_HEADER}\n\n"
-_MIN_OUTPUT = 64
 
 
 class Checkpoint(SummarizingStrategy):
@@ -261,8 +255,8 @@ class Checkpoint(SummarizingStrategy):
         if st.guard.tripped:
             return st.fallback(st.guard.describe(), None, kept="checkpoint")
 
-        span = _span(st, k, budget, prefix_tokens, self.max_output_tokens)
-        files = _Files.of(st.prior)
+        span = split_span(st, k, budget, prefix_tokens, self.max_output_tokens)
+        files = FileTrail.of(st.prior)
         usage = Usage()
         results: list[SummarizationResult] = []
         texts: dict[str, str] = {}
@@ -274,11 +268,11 @@ class Checkpoint(SummarizingStrategy):
                 return self._fail(st, result, usage, len(results))
             texts[part] = result.text.strip()
         files = files.after(results, st.history[st.base_from : k])
-        text = files.listed_in(_joined(texts.get("main", st.prior_text), texts.get("turn")))
+        text = files.listed_in(joined_text(texts.get("main", st.prior_text), texts.get("turn")))
         return self._fitted(st, view, span, text, files, results, usage)
 
     def _requests(
-        self, st: PlanState, span: _Span, files: _Files
+        self, st: PlanState, span: SplitSpan, files: FileTrail
     ) -> list[tuple[str, SummaryRequest]]:
         """The checkpoint request for the older span, and one for a split turn's first part."""
         history, p, placement = st.history, st.prefix_len, st.placement
@@ -323,9 +317,9 @@ class Checkpoint(SummarizingStrategy):
         self,
         st: PlanState,
         view: Assembly,
-        span: _Span,
+        span: SplitSpan,
         text: str,
-        files: _Files,
+        files: FileTrail,
         results: Sequence[SummarizationResult],
         usage: Usage,
     ) -> StrategyResult:
@@ -358,7 +352,7 @@ class Checkpoint(SummarizingStrategy):
             built,
             id="ckpt_" + hashlib.sha256((sid + text).encode()).hexdigest()[:24],
             model=next((r.model for r in results if r.model), None),
-            prompt_hash=_prompt_hash(self.summarizer),
+            prompt_hash=summarizer_fingerprint(self.summarizer),
             tokens_before=view.tokens,
             usage=usage,
             details={
@@ -393,87 +387,7 @@ class Checkpoint(SummarizingStrategy):
         return st.fallback(reason, code, usage=usage, calls=calls, kept="checkpoint")
 
 
-@dataclass(frozen=True, slots=True)
-class _Span:
-    """What one compaction folds: up to ``end``, a split turn's first part included."""
-
-    end: int  # where the verbatim tail starts
-    turn_start: int  # where the newest turn starts (== end unless the turn is split)
-    main_cap: int  # output cap of the checkpoint call
-    turn_cap: int  # output cap of the split-turn call
-
-    @property
-    def split(self) -> bool:
-        return self.turn_start < self.end
-
-
-def _span(st: PlanState, k: int, budget: int, prefix_tokens: int, max_output: int | None) -> _Span:
-    """The span to fold up to ``k``, and the output caps that leave room for the tail."""
-    history, n = st.history, len(st.history)
-    turn_start = k
-    if k < n and not is_turn_start(history[k]):
-        t = k - 1
-        while t >= st.base_from and not is_turn_start(history[t]):
-            t -= 1
-        if t >= st.base_from:
-            turn_start = t
-    tail_tokens = st.counter.count_messages(history[k:])
-    frame = summary_message_tokens("", st.placement, st.counter)
-    cap = max(_MIN_OUTPUT, budget - prefix_tokens - tail_tokens - frame)
-    if max_output is not None:
-        cap = min(cap, max_output)
-    main_cap, turn_cap = cap, 0
-    if turn_start < k and turn_start == st.base_from:
-        turn_cap = cap  # the whole span is the first part of the newest turn
-    elif turn_start < k:
-        turn_cap = max(_MIN_OUTPUT // 2, cap // 3)
-        main_cap = max(_MIN_OUTPUT // 2, cap - turn_cap)
-    return _Span(k, turn_start, main_cap, turn_cap)
-
-
-@dataclass(frozen=True, slots=True)
-class _Files:
-    """Paths read and modified, accumulated across checkpoints."""
-
-    read: frozenset[str]
-    modified: frozenset[str]
-
-    @classmethod
-    def of(cls, prior: CheckpointRecord | None) -> _Files:
-        if prior is None:
-            return cls(frozenset(), frozenset())
-        d = prior.details or {}
-        return cls(frozenset(_strs(d.get("files_read"))), frozenset(_strs(d.get("files_modified"))))
-
-    def after(self, results: Sequence[SummarizationResult], span: Sequence[Message]) -> _Files:
-        """These plus what the summarizer reported and the span's tool calls touched."""
-        read, modified = set(self.read), set(self.modified)
-        for r in results:
-            read |= set(_strs(r.details.get("files_read")))
-            modified |= set(_strs(r.details.get("files_modified")))
-        r_new, m_new = file_operations(span)
-        read |= r_new
-        modified |= m_new
-        return _Files(frozenset(read - modified), frozenset(modified))
-
-    def details(self) -> dict[str, list[str]]:
-        return {"files_read": sorted(self.read), "files_modified": sorted(self.modified)}
-
-    def listed_in(self, text: str) -> str:
-        """``text`` with the file lists it does not already mention appended."""
-        return _with_file_lists(text, set(self.read), set(self.modified))
-
-
-def _joined(main_text: str | None, turn_text: str | None) -> str:
-    """The checkpoint text: the main summary, then a split turn's condensed first part."""
-    if turn_text is None:
-        return main_text or ""
-    if main_text:
-        return f"{main_text}{_SPLIT_JOIN}{turn_text}"
-    return f"{_TURN_HEADER}\n\n{turn_text}"
-
-
-def _notes(st: PlanState, span: _Span, text: str, built: Assembly) -> list[str]:
+def _notes(st: PlanState, span: SplitSpan, text: str, built: Assembly) -> list[str]:
     k = span.end
     notes = [f"folded {k - st.base_from} messages into a checkpoint ({len(text)} characters)"]
     if st.prior is not None:
@@ -488,34 +402,3 @@ def _notes(st: PlanState, span: _Span, text: str, built: Assembly) -> list[str]:
             f"{built.tail_start - k} more messages with the sliding window"
         )
     return notes
-
-
-def _strs(value: Any) -> list[str]:
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [v for v in value if isinstance(v, str)]
-    return []
-
-
-def _with_file_lists(text: str, read: set[str], modified: set[str]) -> str:
-    """Append the file lists the summary does not already mention (paths escaped)."""
-    missing_mod = sorted(f for f in modified if f not in text)
-    missing_read = sorted(f for f in read if f not in text)
-    out = text
-    if missing_read:
-        body = escape_text("\n".join(missing_read))
-        out += f"\n\n<read-files>\n{body}\n</read-files>"
-    if missing_mod:
-        body = escape_text("\n".join(missing_mod))
-        out += f"\n\n<modified-files>\n{body}\n</modified-files>"
-    return out
-
-
-def _prompt_hash(summarizer: object) -> str:
-    """What produced the text: the summarizer's own fingerprint, else its prompt set's hash."""
-    from contextfold.prompts import PromptSet, prompt_hash
-
-    own = getattr(summarizer, "prompt_hash", None)
-    if isinstance(own, str):
-        return own
-    prompts = getattr(summarizer, "prompts", None)
-    return prompt_hash(prompts if isinstance(prompts, PromptSet) else None)

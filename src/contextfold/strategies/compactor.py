@@ -27,19 +27,16 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import BudgetError, CancelledError
 from contextfold.framing import SummaryPlacement, span_summary_id
 from contextfold.messages import Message
+from contextfold.strategies._chars import CharFit, char_size, turn_starts
 from contextfold.strategies._common import (
-    Assembly,
     LoopGuard,
-    assemble,
-    char_size,
     deadline_from,
-    message_chars,
+    reported_prompt_hash,
 )
 from contextfold.strategies._config import FrozenConfig, check_option
 from contextfold.strategies._plan import PlanState, open_plan
@@ -59,7 +56,6 @@ from contextfold.summarizers.base import (
     Usage,
 )
 from contextfold.tokens.base import TokenCounter
-from contextfold.turns import is_turn_start
 
 __all__ = ["COMPACTOR_PLACEMENT", "SummaryCompactor"]
 
@@ -211,7 +207,7 @@ class SummaryCompactor(FrozenConfig):
         prefix_chars = char_size(history[: st.prefix_len])
         _require_fit(st, budget_chars, prefix_chars)
         view = st.view()
-        bounds = _turn_starts(history, base_from)
+        bounds = turn_starts(history, base_from)
         nturns = len(bounds)
         fits = budget_chars is None or char_size(view.messages) <= budget_chars
         if (budget_chars is None and nturns <= self.keep_recent_turns) or (
@@ -222,7 +218,7 @@ class SummaryCompactor(FrozenConfig):
                 view, "reused the checkpoint" if st.prior is not None else "nothing to compact"
             )
         recent = bounds[max(0, nturns - self.keep_recent_turns)] if nturns else base_from
-        ctx = _Ctx(st, budget_chars, prefix_chars, recent)
+        ctx = CharFit(st, budget_chars, prefix_chars, recent)
         keep = min(self.keep_recent_turns, nturns - 1)
         if keep < 1:
             # A single turn over the character budget: nothing older to fold.
@@ -275,7 +271,7 @@ def _check_cancel(cancel: CancelToken | None) -> None:
 
 
 def _fitted(
-    ctx: _Ctx, result: SummarizationResult, usage: Usage, k: int, turns: int, before: int
+    ctx: CharFit, result: SummarizationResult, usage: Usage, k: int, turns: int, before: int
 ) -> StrategyResult:
     """The result for a written summary of ``turns`` turns, up to ``k``: fitted, recorded."""
     st = ctx.plan
@@ -308,7 +304,7 @@ def _fitted(
         k,
         asm,
         model=result.model,
-        prompt_hash=_str_or_none(result.details.get("prompt_hash")),
+        prompt_hash=reported_prompt_hash(result.details),
         tokens_before=before,
         usage=result.usage,
         details={
@@ -318,115 +314,6 @@ def _fitted(
         },
     )
     return st.result(asm, covered_end=k, checkpoint=record, usage=usage, calls=1, notes=notes)
-
-
-@dataclass(frozen=True)
-class _Ctx:
-    """What fitting under the character budget needs."""
-
-    plan: PlanState
-    budget_chars: int | None
-    prefix_chars: int
-    recent: int  # where the newest ``keep_recent_turns`` turns start
-
-    def fallback(
-        self, reason: str, code: str | None, usage: Usage | None = None, calls: int = 0
-    ) -> StrategyResult:
-        """Old turns dropped without a summary (the prior one kept when it fits), saying why."""
-        st = self.plan
-        asm, with_summary = self.fit(st.prior_text, st.prior_sid, st.base_from, self.recent)
-        return st.trimmed_result(
-            asm,
-            with_summary,
-            fallback=reason,
-            failure_code=code,
-            usage=usage if usage is not None else Usage(),
-            calls=calls,
-            notes=[f"fell back: {reason}; dropped old turns without a summary"],
-        )
-
-    def fit(
-        self, summary: str | None, sid: str, tail_from: int, preferred: int
-    ) -> tuple[Assembly, bool]:
-        """``prefix + [summary] + tail`` within the character budget.
-
-        The tail starts at ``preferred`` when it fits; otherwise whole turns, then units,
-        are dropped from its old end. When even the newest unit does not fit next to the
-        summary, the summary is left out (the second value is False).
-        """
-        st = self.plan
-        p = st.prefix_len
-        chosen: tuple[str | None, int] | None = None
-        for text in (summary, None) if summary is not None else (None,):
-            floor = tail_from if text is not None else p
-            wanted = max(preferred, floor) if text is not None else preferred
-            fixed = self.prefix_chars
-            if text is not None:
-                fixed += len(st.placement.frame(text))
-            start = self._fit_start(wanted, floor, fixed)
-            if start is not None:
-                chosen = (text, start)
-                break
-        if chosen is None:
-            # ``_plan`` checked that the prefix and the newest unit fit.
-            cuts = st.cuts
-            last = cuts[bisect.bisect_left(cuts, len(st.history)) - 1] if len(cuts) > 1 else p
-            chosen = (None, last)
-        text, start = chosen
-        asm = assemble(
-            st.history,
-            p,
-            summary=text,
-            placement=st.placement,
-            summary_msg_id=sid,
-            tail_from=start,
-            cuts=st.cuts,
-            counter=st.counter,
-            max_tokens=None,
-        )
-        assert asm is not None
-        return asm, text is not None
-
-    def _fit_start(self, start: int, floor: int, fixed: int) -> int | None:
-        """Earliest tail start ``>= start`` (turn starts first, then units) within budget."""
-        history = self.plan.history
-        n = len(history)
-        budget = self.budget_chars
-        if budget is None:
-            return start
-        room = budget - fixed
-        if room < 0:
-            return None
-        if char_size(history[start:]) <= room:
-            return start
-        # Walk back from the newest message, remembering the earliest turn start and the
-        # earliest unit cut whose suffix fits.
-        turn_starts = set(_turn_starts(history, floor))
-        cut_set = set(self.plan.cuts)
-        total = 0
-        best_turn: int | None = None
-        best_unit: int | None = None
-        for i in range(n - 1, max(start, floor) - 1, -1):
-            total += message_chars(history[i])
-            if total > room:
-                break
-            if i in cut_set:
-                best_unit = i
-                if i in turn_starts:
-                    best_turn = i
-        if best_turn is not None:
-            return best_turn
-        return best_unit
-
-
-def _turn_starts(history: Sequence[Message], base_from: int) -> list[int]:
-    """Start indices of the turns at or after ``base_from`` (``base_from`` counts as one)."""
-    starts = [i for i in range(base_from + 1, len(history)) if is_turn_start(history[i])]
-    return [base_from, *starts] if base_from < len(history) else starts
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 class _Bound:

@@ -29,6 +29,7 @@ from contextfold.strategies._common import (
     check_summary,
     deadline_from,
     recent_start,
+    reported_prompt_hash,
     summary_room,
     trim_view,
 )
@@ -212,13 +213,12 @@ class Hybrid(SummarizingStrategy):
             }
             if run.last_details:
                 details["summarizer"] = run.last_details
-            prompt_hash = run.last_details.get("prompt_hash")
             record = st.record(
                 run.running,
                 covered_end,
                 asm,
                 model=run.last_model,
-                prompt_hash=prompt_hash if isinstance(prompt_hash, str) else None,
+                prompt_hash=reported_prompt_hash(run.last_details),
                 tokens_before=before,
                 usage=run.usage,
                 details=details,

@@ -24,6 +24,7 @@ from contextfold.strategies._common import (
     cap_output,
     deadline_from,
     recent_start,
+    reported_prompt_hash,
     summary_room,
 )
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
@@ -188,15 +189,9 @@ class Summarization(SummarizingStrategy):
             k,
             asm,
             model=result.model,
-            prompt_hash=_prompt_hash(result.details),
+            prompt_hash=reported_prompt_hash(result.details),
             tokens_before=before,
             usage=result.usage,
             details=details,
         )
         return st.result(asm, covered_end=k, checkpoint=record, usage=usage, calls=1, notes=notes)
-
-
-def _prompt_hash(details: Mapping[str, Any]) -> str | None:
-    """The prompt hash a summarizer reported in its result details, if any."""
-    value = details.get("prompt_hash")
-    return value if isinstance(value, str) else None
