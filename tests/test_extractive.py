@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from contextfold.formats import load
 from contextfold.messages import Message, ToolCallPart
-from contextfold.prompts import CHECKPOINT_SECTIONS
 from contextfold.summarizers import ExtractiveSummarizer, SummaryRequest
+from contextfold.summarizers.prompts import CHECKPOINT_SECTIONS
 from contextfold.testing import FixedCounter
 from contextfold.tokens.approx import ApproxCounter
 from shared_data import claude_code_main_sessions, claude_code_payload, require_data

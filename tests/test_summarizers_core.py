@@ -19,14 +19,6 @@ from contextfold.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from contextfold.prompts import (
-    CHECKPOINT_SECTIONS,
-    DEFAULT_PROMPTS,
-    build_cache_aligned_messages,
-    build_isolated_prompt,
-    instruction_for,
-    prompt_hash,
-)
 from contextfold.summarizers import (
     CancelToken,
     FunctionSummarizer,
@@ -39,6 +31,14 @@ from contextfold.summarizers._serialize import (
     file_operations,
     serialize_transcript,
     truncate_middle,
+)
+from contextfold.summarizers.prompts import (
+    CHECKPOINT_SECTIONS,
+    DEFAULT_PROMPTS,
+    build_cache_aligned_messages,
+    build_isolated_prompt,
+    instruction_for,
+    prompt_hash,
 )
 from contextfold.summarizers.stream import (
     StopEvent,

@@ -35,7 +35,7 @@ from contextfold.summarizers.base import (
 )
 
 if TYPE_CHECKING:
-    from contextfold.prompts import PromptSet
+    from contextfold.summarizers.prompts import PromptSet
 
 __all__ = [
     "Finish",

@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from contextfold.prompts import PromptSet, build_cache_aligned_messages, build_isolated_prompt
 from contextfold.summarizers._http_common import (
     Finish,
     SDKSummarizer,
@@ -38,6 +37,11 @@ from contextfold.summarizers._http_common import (
     tools_for_anthropic,
 )
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest, Usage
+from contextfold.summarizers.prompts import (
+    PromptSet,
+    build_cache_aligned_messages,
+    build_isolated_prompt,
+)
 
 __all__ = ["AnthropicSummarizer"]
 
@@ -74,7 +78,7 @@ class AnthropicSummarizer(SDKSummarizer):
         stream: stream the answer (SSE); needed for very large ``max_output_tokens``.
         max_retries: SDK retries for clients created here; None keeps the SDK's default.
         temperature: sampling temperature.
-        prompts: the prompt set (see :mod:`contextfold.prompts`).
+        prompts: the prompt set (see :mod:`contextfold.summarizers.prompts`).
         extra_body: extra JSON fields for the request body.
         tool_result_limit: characters of each tool result kept in an isolated transcript.
         cache_breakpoint: in cache-aligned mode, mark the end of the replayed conversation

@@ -1,9 +1,9 @@
 """The offline default summarizer: a structured checkpoint built without a model.
 
 :class:`ExtractiveSummarizer` reads the span and writes the checkpoint sections
-(:data:`contextfold.prompts.CHECKPOINT_SECTIONS`) from what it can find mechanically: the
-user's requests and corrections (quoted), file paths and what was done to them, shell
-commands, error lines, code identifiers, pending work, the latest request, and, under
+(:data:`contextfold.summarizers.prompts.CHECKPOINT_SECTIONS`) from what it can find
+mechanically: the user's requests and corrections (quoted), file paths and what was done
+to them, shell commands, error lines, code identifiers, pending work, the latest request, and, under
 "Critical context", the span's *key phrases*.
 
 A key phrase is a run of one to three content words cut out of a clause once greetings,

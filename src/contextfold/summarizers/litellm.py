@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from contextfold.prompts import PromptSet
 from contextfold.summarizers._http_common import (
     ProviderSummarizer,
     StreamAccumulator,
@@ -27,6 +26,7 @@ from contextfold.summarizers._http_common import (
 )
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest
 from contextfold.summarizers.openai import _ChatStream, _parse_chat, chat_body
+from contextfold.summarizers.prompts import PromptSet
 
 __all__ = ["LiteLLMSummarizer"]
 
@@ -44,7 +44,7 @@ class LiteLLMSummarizer(ProviderSummarizer):
             each provider.
         timeout: seconds per call when the request has no deadline.
         stream: stream the answer; cancellation then acts between chunks.
-        prompts: the prompt set (see :mod:`contextfold.prompts`).
+        prompts: the prompt set (see :mod:`contextfold.summarizers.prompts`).
         tool_result_limit: characters of each tool result kept in an isolated transcript.
         **kwargs: passed to every ``litellm.completion`` call unchanged (``num_retries``,
             ``temperature``, ``extra_headers`` ...).

@@ -29,7 +29,6 @@ from typing import Any, Literal
 
 from contextfold.errors import ContextfoldError
 from contextfold.messages import Message
-from contextfold.prompts import PromptSet, build_cache_aligned_messages, build_isolated_prompt
 from contextfold.summarizers._http_common import (
     Finish,
     SDKSummarizer,
@@ -43,6 +42,11 @@ from contextfold.summarizers._http_common import (
     tools_for_openai_responses,
 )
 from contextfold.summarizers.base import FailureCode, SummarizationResult, SummaryRequest, Usage
+from contextfold.summarizers.prompts import (
+    PromptSet,
+    build_cache_aligned_messages,
+    build_isolated_prompt,
+)
 
 __all__ = ["OpenAISummarizer"]
 
@@ -82,7 +86,7 @@ class OpenAISummarizer(SDKSummarizer):
         stream: stream the answer (SSE). Cancellation then acts between chunks, and
             a stream that breaks off is reported as ``truncated``.
         max_retries: SDK retries for clients created here; None keeps the SDK's default.
-        prompts: the prompt set (see :mod:`contextfold.prompts`).
+        prompts: the prompt set (see :mod:`contextfold.summarizers.prompts`).
         max_tokens_param: the request field that carries the output cap. ``"auto"`` uses
             ``max_completion_tokens`` on OpenAI and Azure OpenAI (reasoning models reject
             ``max_tokens``) and ``max_tokens`` on other servers (which often know only
@@ -172,7 +176,7 @@ class OpenAISummarizer(SDKSummarizer):
 
         Isolated mode sends our system prompt and the serialized transcript; cache-aligned
         mode replays the conversation's system messages, tools and messages and appends
-        the instruction (see :mod:`contextfold.prompts`).
+        the instruction (see :mod:`contextfold.summarizers.prompts`).
         """
         kwargs: dict[str, Any] = {"model": self.model}
         cap = clamp_tokens(request.max_output_tokens, self.max_output_tokens)
@@ -247,7 +251,7 @@ def chat_body(
 
     Isolated mode: our system prompt and one user message with the serialized transcript.
     Cache-aligned mode: the conversation's own system messages, messages and tools, then
-    the instruction (see :mod:`contextfold.prompts`). Every server that speaks the Chat
+    the instruction (see :mod:`contextfold.summarizers.prompts`). Every server that speaks the Chat
     Completions shape (LiteLLM included) takes this body.
     """
     if request.mode == "cache_aligned":
