@@ -7,6 +7,7 @@ wrapper all run for real.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -21,6 +22,7 @@ from contextfold.errors import MissingExtraError
 from contextfold.messages import Message
 from contextfold.summarizers.base import CancelToken, SummarizationResult, SummaryRequest
 from contextfold.summarizers.litellm import LiteLLMSummarizer
+from contextfold.summarizers.settings import SummarizerSettings
 
 # LiteLLM downloads its model price map at import unless told not to; tests stay offline.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -56,12 +58,17 @@ def srv(server: WireServer) -> WireServer:
     return server
 
 
+SETTING_NAMES = frozenset(f.name for f in dataclasses.fields(SummarizerSettings))
+
+
 def make(srv: WireServer, **kwargs: Any) -> LiteLLMSummarizer:
     kwargs.setdefault("timeout", 5)
+    shared = {k: kwargs.pop(k) for k in list(kwargs) if k in SETTING_NAMES}
     return LiteLLMSummarizer(
         model="openai/" + wire.MODEL,
         api_base=srv.url + "/v1",
         api_key="test-key",
+        settings=SummarizerSettings(**shared),
         num_retries=0,
         max_retries=0,
         **kwargs,
