@@ -261,3 +261,29 @@ async def test_cache_aligned_replays_the_conversation(srv: WireServer) -> None:
     assert body["messages"][:-1] == own["messages"]
     assert body["messages"][-1]["role"] == "user"
     assert body["tools"] == own["tools"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "argument"),
+    [
+        (SummarizerSettings(max_retries=2), "settings"),
+        (SummarizerSettings(extra_body={"top_k": 5}), "settings"),
+        (SummarizerSettings(cache_key="conv"), "settings"),
+        ({"stream": True}, "settings"),
+    ],
+)
+async def test_settings_litellm_cannot_send_are_refused(settings: Any, argument: str) -> None:
+    from contextfold.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        LiteLLMSummarizer(model="openai/x", settings=settings)
+    assert caught.value.argument == argument
+
+
+async def test_temperature_given_twice_is_refused() -> None:
+    from contextfold.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="temperature"):
+        LiteLLMSummarizer(
+            model="openai/x", settings=SummarizerSettings(temperature=0.1), temperature=0.2
+        )

@@ -813,3 +813,36 @@ async def test_any_split_into_deltas_streams_to_the_plain_answer(
     plain = make(clients).summarize(request())
     assert streamed.ok, streamed.reason
     assert streamed.text == plain.text == text.strip()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"api": "completions"}, "api"),
+        ({"max_tokens_param": "max_output"}, "max_tokens_param"),
+        ({"settings": {"stream": True}}, "settings"),
+        ({"model": ""}, "model"),
+    ],
+)
+async def test_misuse_raises_config_error_naming_the_argument(
+    kwargs: dict[str, Any], argument: str
+) -> None:
+    from contextfold.errors import ConfigError
+
+    kwargs = {"model": "m", **kwargs}
+    with pytest.raises(ConfigError) as caught:
+        OpenAISummarizer(object(), async_client=object(), **kwargs)
+    assert caught.value.argument == argument
+
+
+async def test_one_settings_object_serves_both_adapters() -> None:
+    from contextfold.summarizers import AnthropicSummarizer
+
+    shared = SummarizerSettings(max_output_tokens=321, temperature=0.1, stream=True)
+    oa = OpenAISummarizer(object(), async_client=object(), model="m", settings=shared)
+    an = AnthropicSummarizer(object(), async_client=object(), model="c", settings=shared)
+    oa_kwargs = oa.build_request(request(), client=object())
+    an_kwargs = an.build_request(request())
+    assert oa_kwargs["max_completion_tokens"] == an_kwargs["max_tokens"] == 321
+    assert oa_kwargs["stream"] is an_kwargs["stream"] is True
+    assert oa.settings is an.settings is shared
