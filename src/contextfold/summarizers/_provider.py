@@ -22,12 +22,7 @@ from contextfold.summarizers._wire import request_timeout
 from contextfold.summarizers.base import SummaryRequest
 from contextfold.summarizers.settings import SummarizerSettings, settings_or_default
 
-__all__ = ["SDKClients", "SDKSummarizer", "is_async_client"]
-
-
-def is_async_client(client: Any) -> bool:
-    """True for an SDK's async client class (``AsyncOpenAI``, ``AsyncAnthropic`` ...)."""
-    return type(client).__name__.startswith("Async")
+__all__ = ["SDKClients", "SDKSummarizer"]
 
 
 class SDKClients:
@@ -57,7 +52,7 @@ class SDKClients:
     ) -> None:
         if client is None or async_client is None:
             ensure_installed(*sdk)
-        if client is not None and is_async_client(client):
+        if type(client).__name__.startswith("Async"):  # AsyncOpenAI given as client=
             client, async_client = None, async_client or client
         self.sdk = sdk
         self.class_names = class_names
@@ -147,19 +142,15 @@ class SDKSummarizer(ProviderSummarizer):
         self.base_url = base_url
         self.api_key = api_key
         self.settings = settings_or_default(settings)
-        defaults = {
-            "base_url": base_url,
-            "api_key": api_key,
-            "timeout": self.settings.timeout,
-            "max_retries": self.settings.max_retries,
-        }
+        own: dict[str, Any] = {"base_url": base_url, "api_key": api_key}
+        own.update(timeout=self.settings.timeout, max_retries=self.settings.max_retries)
         self.clients = SDKClients(
             self.sdk,
             self.client_classes,
             client=client,
             async_client=async_client,
             mirror=self._mirror_settings,
-            defaults={k: v for k, v in defaults.items() if v is not None},
+            defaults={k: v for k, v in own.items() if v is not None},
         )
 
     @abc.abstractmethod

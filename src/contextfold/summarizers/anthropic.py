@@ -215,6 +215,52 @@ def _marked(block: Any) -> bool:
     return isinstance(block, Mapping) and "cache_control" in block
 
 
+def _replay_end(messages: list[Any]) -> tuple[int, int | None] | None:
+    """``(message, end)`` of the replay's last message; ``end`` is the instruction block.
+
+    The instruction is either merged into the last message (its last block) or a message of
+    its own (``end`` None, the replay ends one message earlier).
+    """
+    last_content = messages[-1].get("content") if isinstance(messages[-1], Mapping) else None
+    if isinstance(last_content, list) and len(last_content) >= 2:
+        return len(messages) - 1, len(last_content) - 1
+    if len(messages) >= 2:
+        return len(messages) - 2, None
+    return None
+
+
+def _cacheable(block: Any) -> bool:
+    """A block a breakpoint can go on: not thinking, not an empty text."""
+    return (
+        isinstance(block, Mapping)
+        and block.get("type") not in _NO_CACHE_BLOCKS
+        and not (block.get("type") == "text" and not block.get("text"))
+    )
+
+
+def _unmark_oldest(
+    messages: list[Any], holder: int, blocks: list[Any], message: dict[str, Any], *, keep: int
+) -> None:
+    """Drop the oldest message markers beyond ``keep``, on copies (``blocks``: the holder's)."""
+    spots = [
+        (i, j)
+        for i, m in enumerate(messages)
+        if isinstance(m, Mapping) and isinstance(m.get("content"), list)
+        for j, b in enumerate(m["content"])
+        if _marked(b)
+    ]
+    for i, j in spots[: max(len(spots) - keep, 0)]:
+        row = message if i == holder else dict(messages[i])
+        row_blocks = blocks if i == holder else list(row["content"])
+        stripped = dict(row_blocks[j])
+        del stripped["cache_control"]
+        row_blocks[j] = stripped
+        if i == holder:
+            continue
+        row["content"] = row_blocks
+        messages[i] = row
+
+
 def mark_replay_end(kwargs: dict[str, Any]) -> None:
     """Put a cache breakpoint on the last replayed block of a cache-aligned request.
 
@@ -226,31 +272,17 @@ def mark_replay_end(kwargs: dict[str, Any]) -> None:
     four. Only copies are changed: the lists and blocks on the way to a change are copied.
     """
     messages: list[Any] = list(kwargs.get("messages") or [])
-    if not messages:
+    found = _replay_end(messages) if messages else None
+    if found is None:
         return
-    last_content = messages[-1].get("content") if isinstance(messages[-1], Mapping) else None
-    if isinstance(last_content, list) and len(last_content) >= 2:
-        holder, end = len(messages) - 1, len(last_content) - 1  # instruction merged in
-    elif len(messages) >= 2:
-        holder, end = len(messages) - 2, None  # instruction is a message of its own
-    else:
-        return
+    holder, end = found
     message = dict(messages[holder])
     content = message.get("content")
     blocks: list[Any] = (
         [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
     )
     candidates = range((len(blocks) if end is None else end) - 1, -1, -1)
-    target = next(
-        (
-            i
-            for i in candidates
-            if isinstance(blocks[i], Mapping)
-            and blocks[i].get("type") not in _NO_CACHE_BLOCKS
-            and not (blocks[i].get("type") == "text" and not blocks[i].get("text"))
-        ),
-        None,
-    )
+    target = next((i for i in candidates if _cacheable(blocks[i])), None)
     if target is None or _marked(blocks[target]):
         return
     system = kwargs.get("system")
@@ -258,24 +290,7 @@ def mark_replay_end(kwargs: dict[str, Any]) -> None:
     fixed += sum(_marked(t) for t in kwargs.get("tools") or [])
     if fixed >= MAX_CACHE_BREAKPOINTS:
         return  # system and tools use every breakpoint already
-    spots = [
-        (i, j)
-        for i, m in enumerate(messages)
-        if isinstance(m, Mapping) and isinstance(m.get("content"), list)
-        for j, b in enumerate(m["content"])
-        if _marked(b)
-    ]
-    excess = fixed + len(spots) + 1 - MAX_CACHE_BREAKPOINTS
-    for i, j in spots[: max(excess, 0)]:
-        row = message if i == holder else dict(messages[i])
-        row_blocks = blocks if i == holder else list(row["content"])
-        stripped = dict(row_blocks[j])
-        del stripped["cache_control"]
-        row_blocks[j] = stripped
-        if i == holder:
-            continue
-        row["content"] = row_blocks
-        messages[i] = row
+    _unmark_oldest(messages, holder, blocks, message, keep=MAX_CACHE_BREAKPOINTS - fixed - 1)
     marked = dict(blocks[target])
     marked["cache_control"] = {"type": "ephemeral"}
     blocks[target] = marked
