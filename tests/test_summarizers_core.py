@@ -667,3 +667,18 @@ async def test_template_closes_the_stream_when_the_task_is_cancelled() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert stream.closed
+
+
+def test_summarizers_without_a_callable_raise_config_error() -> None:
+    from contextfold.errors import ConfigError
+    from contextfold.summarizers import ExtractiveSummarizer
+
+    with pytest.raises(ConfigError) as caught:
+        FunctionSummarizer("not callable")  # type: ignore[arg-type]
+    assert caught.value.argument == "fn"
+    with pytest.raises(ConfigError) as caught:
+        stream_function_summarizer(42, model="m")  # type: ignore[arg-type]
+    assert caught.value.argument == "stream_fn"
+    with pytest.raises(ConfigError) as caught:
+        ExtractiveSummarizer(max_output_tokens=0)
+    assert caught.value.argument == "max_output_tokens"

@@ -232,9 +232,12 @@ class StreamFunctionSummarizer:
         max_output_tokens: int | None = None,
     ) -> None:
         if not callable(stream_fn):
-            from contextfold.errors import ContextfoldError
+            from contextfold.errors import ConfigError
 
-            raise ContextfoldError("stream_function_summarizer needs a callable stream function")
+            raise ConfigError(
+                f"stream_function_summarizer needs a callable stream function, not {stream_fn!r}",
+                argument="stream_fn",
+            )
         self.stream_fn = stream_fn
         self.model = model
         self.prompts = prompts
