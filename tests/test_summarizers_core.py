@@ -682,3 +682,11 @@ def test_summarizers_without_a_callable_raise_config_error() -> None:
     with pytest.raises(ConfigError) as caught:
         ExtractiveSummarizer(max_output_tokens=0)
     assert caught.value.argument == "max_output_tokens"
+
+
+def test_old_prompts_module_re_exports_the_moved_one() -> None:
+    import contextfold.prompts as old
+    import contextfold.summarizers.prompts as new
+
+    assert old.__all__ == new.__all__
+    assert all(getattr(old, name) is getattr(new, name) for name in new.__all__)
