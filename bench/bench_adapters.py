@@ -41,6 +41,7 @@ from contextfold.strategies.checkpoint import Checkpoint
 from contextfold.summarizers.anthropic import AnthropicSummarizer
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest
 from contextfold.summarizers.openai import OpenAISummarizer
+from contextfold.summarizers.settings import SummarizerSettings
 from contextfold.tokens.approx import ApproxCounter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,7 +229,9 @@ def overhead(tiny: bool) -> list[dict[str, Any]]:
                 if stream
                 else JSONReply(openai_wire.chat_completion("A short summary."))
             )
-            adapter = OpenAISummarizer(oa, async_client=object(), model="m", stream=stream)
+            adapter = OpenAISummarizer(
+                oa, async_client=object(), model="m", settings=SummarizerSettings(stream=stream)
+            )
             kwargs = adapter.build_request(request, client=oa)
 
             def raw_openai(kwargs: dict[str, Any] = kwargs, stream: bool = stream) -> None:
@@ -243,7 +246,9 @@ def overhead(tiny: bool) -> list[dict[str, Any]]:
                 if stream
                 else JSONReply(anthropic_wire.message(["A short summary."]))
             )
-            a_adapter = AnthropicSummarizer(an, async_client=object(), model="m", stream=stream)
+            a_adapter = AnthropicSummarizer(
+                an, async_client=object(), model="m", settings=SummarizerSettings(stream=stream)
+            )
             a_kwargs = a_adapter.build_request(request)
 
             def raw_anthropic(kwargs: dict[str, Any] = a_kwargs, stream: bool = stream) -> None:

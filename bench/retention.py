@@ -38,9 +38,8 @@ from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, 
 from contextfold.strategies.base import run
 from contextfold.strategies.checkpoint import Checkpoint
 from contextfold.strategies.sliding import SlidingWindow
-from contextfold.summarizers import _phrases
 from contextfold.summarizers.base import SummaryRequest
-from contextfold.summarizers.extractive import ExtractiveSummarizer
+from contextfold.summarizers.extractive import ExtractiveSummarizer, _phrases
 from contextfold.tokens.approx import ApproxCounter
 from contextfold.turns import units
 

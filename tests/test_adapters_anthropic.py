@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import sys
@@ -20,6 +21,7 @@ from contextfold.errors import MissingExtraError
 from contextfold.messages import Message
 from contextfold.summarizers.anthropic import AnthropicSummarizer
 from contextfold.summarizers.base import CancelToken, SummarizationResult, SummaryRequest
+from contextfold.summarizers.settings import SummarizerSettings
 
 anthropic = pytest.importorskip("anthropic")
 
@@ -48,9 +50,18 @@ async def clients(server: WireServer) -> AsyncIterator[tuple[Any, Any]]:
     await aio.close()
 
 
+SETTING_NAMES = frozenset(f.name for f in dataclasses.fields(SummarizerSettings))
+
+
+def split_settings(kwargs: dict[str, Any]) -> SummarizerSettings:
+    """Take the shared options out of ``kwargs`` into a :class:`SummarizerSettings`."""
+    return SummarizerSettings(**{k: kwargs.pop(k) for k in list(kwargs) if k in SETTING_NAMES})
+
+
 def make(clients: tuple[Any, Any], **kwargs: Any) -> AnthropicSummarizer:
     kwargs.setdefault("model", wire.MODEL)
-    return AnthropicSummarizer(clients[0], async_client=clients[1], **kwargs)
+    settings = split_settings(kwargs)
+    return AnthropicSummarizer(clients[0], async_client=clients[1], settings=settings, **kwargs)
 
 
 def request(**kwargs: Any) -> SummaryRequest:
@@ -279,16 +290,21 @@ async def test_cancel_mid_stream(srv: WireServer, clients: Any, how: str) -> Non
 
 
 async def test_lazy_client_from_settings(srv: WireServer) -> None:
-    s = AnthropicSummarizer(model=wire.MODEL, base_url=srv.url, api_key="k-9", max_retries=0)
-    assert s._client is None
+    s = AnthropicSummarizer(
+        model=wire.MODEL,
+        base_url=srv.url,
+        api_key="k-9",
+        settings=SummarizerSettings(max_retries=0),
+    )
+    assert s.clients.client is None
     assert srv.requests == []
     srv.script(JSONReply(wire.message(["one"])), JSONReply(wire.message(["two"])))
     assert s.summarize(request()).text == "one"
     assert (await s.asummarize(request())).text == "two"
     assert [key_of(r.headers) for r in srv.requests] == ["k-9", "k-9"]
     await s.aclose()
-    assert s._client is None
-    assert s._async_client is None
+    assert s.clients.client is None
+    assert s.clients.async_client is None
 
 
 async def test_missing_anthropic_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,7 @@ wrapper all run for real.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -21,6 +22,7 @@ from contextfold.errors import MissingExtraError
 from contextfold.messages import Message
 from contextfold.summarizers.base import CancelToken, SummarizationResult, SummaryRequest
 from contextfold.summarizers.litellm import LiteLLMSummarizer
+from contextfold.summarizers.settings import SummarizerSettings
 
 # LiteLLM downloads its model price map at import unless told not to; tests stay offline.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -56,12 +58,17 @@ def srv(server: WireServer) -> WireServer:
     return server
 
 
+SETTING_NAMES = frozenset(f.name for f in dataclasses.fields(SummarizerSettings))
+
+
 def make(srv: WireServer, **kwargs: Any) -> LiteLLMSummarizer:
     kwargs.setdefault("timeout", 5)
+    shared = {k: kwargs.pop(k) for k in list(kwargs) if k in SETTING_NAMES}
     return LiteLLMSummarizer(
         model="openai/" + wire.MODEL,
         api_base=srv.url + "/v1",
         api_key="test-key",
+        settings=SummarizerSettings(**shared),
         num_retries=0,
         max_retries=0,
         **kwargs,
@@ -254,3 +261,29 @@ async def test_cache_aligned_replays_the_conversation(srv: WireServer) -> None:
     assert body["messages"][:-1] == own["messages"]
     assert body["messages"][-1]["role"] == "user"
     assert body["tools"] == own["tools"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "argument"),
+    [
+        (SummarizerSettings(max_retries=2), "settings"),
+        (SummarizerSettings(extra_body={"top_k": 5}), "settings"),
+        (SummarizerSettings(cache_key="conv"), "settings"),
+        ({"stream": True}, "settings"),
+    ],
+)
+async def test_settings_litellm_cannot_send_are_refused(settings: Any, argument: str) -> None:
+    from contextfold.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        LiteLLMSummarizer(model="openai/x", settings=settings)
+    assert caught.value.argument == argument
+
+
+async def test_temperature_given_twice_is_refused() -> None:
+    from contextfold.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="temperature"):
+        LiteLLMSummarizer(
+            model="openai/x", settings=SummarizerSettings(temperature=0.1), temperature=0.2
+        )

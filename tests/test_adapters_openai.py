@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import sys
 import time
@@ -19,6 +20,7 @@ from contextfold.errors import MissingExtraError
 from contextfold.messages import Message
 from contextfold.summarizers.base import CancelToken, SummarizationResult, SummaryRequest
 from contextfold.summarizers.openai import OpenAISummarizer
+from contextfold.summarizers.settings import SummarizerSettings
 
 openai = pytest.importorskip("openai")
 
@@ -47,9 +49,18 @@ async def clients(server: WireServer) -> AsyncIterator[tuple[Any, Any]]:
     await aio.close()
 
 
+SETTING_NAMES = frozenset(f.name for f in dataclasses.fields(SummarizerSettings))
+
+
+def split_settings(kwargs: dict[str, Any]) -> SummarizerSettings:
+    """Take the shared options out of ``kwargs`` into a :class:`SummarizerSettings`."""
+    return SummarizerSettings(**{k: kwargs.pop(k) for k in list(kwargs) if k in SETTING_NAMES})
+
+
 def make(clients: tuple[Any, Any], **kwargs: Any) -> OpenAISummarizer:
     kwargs.setdefault("model", wire.MODEL)
-    return OpenAISummarizer(clients[0], async_client=clients[1], **kwargs)
+    settings = split_settings(kwargs)
+    return OpenAISummarizer(clients[0], async_client=clients[1], settings=settings, **kwargs)
 
 
 def request(**kwargs: Any) -> SummaryRequest:
@@ -473,10 +484,13 @@ async def test_responses_429_and_500(srv: WireServer, clients: Any, how: str) ->
 
 async def test_client_is_created_lazily_from_settings(srv: WireServer) -> None:
     s = OpenAISummarizer(
-        model=wire.MODEL, base_url=srv.url + "/v1", api_key="k-123", max_retries=0, timeout=2
+        model=wire.MODEL,
+        base_url=srv.url + "/v1",
+        api_key="k-123",
+        settings=SummarizerSettings(max_retries=0, timeout=2),
     )
-    assert s._client is None
-    assert s._async_client is None
+    assert s.clients.client is None
+    assert s.clients.async_client is None
     assert srv.requests == []
     srv.script(wire.error_reply(500), JSONReply(wire.chat_completion("ok summary")))
     assert s.summarize(request()).code == "http_error"
@@ -486,8 +500,8 @@ async def test_client_is_created_lazily_from_settings(srv: WireServer) -> None:
     assert res.text == "ok summary"
     assert srv.last.headers["authorization"] == "Bearer k-123"
     await s.aclose()
-    assert s._client is None
-    assert s._async_client is None
+    assert s.clients.client is None
+    assert s.clients.async_client is None
 
 
 async def test_async_client_alone_is_mirrored_for_sync_calls(srv: WireServer) -> None:
@@ -504,7 +518,9 @@ async def test_async_client_alone_is_mirrored_for_sync_calls(srv: WireServer) ->
 async def test_official_endpoint_uses_max_completion_tokens() -> None:
     client = openai.OpenAI(api_key="unused", max_retries=0)
     try:
-        s = OpenAISummarizer(client, model="gpt-4o-mini", max_output_tokens=256)
+        s = OpenAISummarizer(
+            client, model="gpt-4o-mini", settings=SummarizerSettings(max_output_tokens=256)
+        )
         kwargs = s.build_request(request(), client=client)
         assert kwargs["max_completion_tokens"] == 256
         assert "max_tokens" not in kwargs
@@ -517,7 +533,12 @@ async def test_official_endpoint_uses_max_completion_tokens() -> None:
 
 
 async def test_deadline_and_extra_body_reach_the_call() -> None:
-    s = OpenAISummarizer(object(), async_client=object(), model="m", extra_body={"top_k": 5})
+    s = OpenAISummarizer(
+        object(),
+        async_client=object(),
+        model="m",
+        settings=SummarizerSettings(extra_body={"top_k": 5}),
+    )
     kwargs = s.build_request(request(deadline=time.monotonic() + 3))
     assert 0 < kwargs["timeout"] <= 3
     assert kwargs["extra_body"] == {"top_k": 5}
@@ -530,9 +551,9 @@ async def test_missing_openai_package_names_the_extra(monkeypatch: pytest.Monkey
 
 
 async def test_bad_api_name_is_rejected() -> None:
-    from contextfold.errors import ContextfoldError
+    from contextfold.errors import ConfigError
 
-    with pytest.raises(ContextfoldError, match="api must be"):
+    with pytest.raises(ConfigError, match="api must be"):
         OpenAISummarizer(model="m", api="completions")  # type: ignore[arg-type]
 
 
@@ -628,7 +649,7 @@ async def test_responses_cache_aligned_replays_items_and_converts_tools(
 
 
 async def test_tool_schema_conversion_between_shapes() -> None:
-    from contextfold.summarizers._http_common import (
+    from contextfold.formats.tools import (
         tools_for_anthropic,
         tools_for_openai_chat,
         tools_for_openai_responses,
@@ -698,7 +719,9 @@ async def test_azure_client_needs_its_async_twin_and_uses_max_completion_tokens(
         api_key="az", api_version="2024-10-21", azure_endpoint=srv.url, max_retries=0
     )
     try:
-        s = OpenAISummarizer(azure, model="my-deployment", max_output_tokens=128)
+        s = OpenAISummarizer(
+            azure, model="my-deployment", settings=SummarizerSettings(max_output_tokens=128)
+        )
         assert s.build_request(request(), client=azure)["max_completion_tokens"] == 128
         res = await s.asummarize(request())
         assert (res.ok, res.code) == (False, "error")
@@ -745,7 +768,10 @@ async def test_adapters_satisfy_both_protocols() -> None:
 
 async def test_sdk_retries_are_used_when_allowed(srv: WireServer) -> None:
     s = OpenAISummarizer(
-        model=wire.MODEL, base_url=srv.url + "/v1", api_key="k", max_retries=1, timeout=2
+        model=wire.MODEL,
+        base_url=srv.url + "/v1",
+        api_key="k",
+        settings=SummarizerSettings(max_retries=1, timeout=2),
     )
     flaky = JSONReply(wire.error_body("blip"), status=500, headers={"retry-after-ms": "5"})
     srv.script(flaky, JSONReply(wire.chat_completion("after a retry")))
@@ -787,3 +813,36 @@ async def test_any_split_into_deltas_streams_to_the_plain_answer(
     plain = make(clients).summarize(request())
     assert streamed.ok, streamed.reason
     assert streamed.text == plain.text == text.strip()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"api": "completions"}, "api"),
+        ({"max_tokens_param": "max_output"}, "max_tokens_param"),
+        ({"settings": {"stream": True}}, "settings"),
+        ({"model": ""}, "model"),
+    ],
+)
+async def test_misuse_raises_config_error_naming_the_argument(
+    kwargs: dict[str, Any], argument: str
+) -> None:
+    from contextfold.errors import ConfigError
+
+    kwargs = {"model": "m", **kwargs}
+    with pytest.raises(ConfigError) as caught:
+        OpenAISummarizer(object(), async_client=object(), **kwargs)
+    assert caught.value.argument == argument
+
+
+async def test_one_settings_object_serves_both_adapters() -> None:
+    from contextfold.summarizers import AnthropicSummarizer
+
+    shared = SummarizerSettings(max_output_tokens=321, temperature=0.1, stream=True)
+    oa = OpenAISummarizer(object(), async_client=object(), model="m", settings=shared)
+    an = AnthropicSummarizer(object(), async_client=object(), model="c", settings=shared)
+    oa_kwargs = oa.build_request(request(), client=object())
+    an_kwargs = an.build_request(request())
+    assert oa_kwargs["max_completion_tokens"] == an_kwargs["max_tokens"] == 321
+    assert oa_kwargs["stream"] is an_kwargs["stream"] is True
+    assert oa.settings is an.settings is shared

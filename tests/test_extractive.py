@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from contextfold.formats import load
 from contextfold.messages import Message, ToolCallPart
-from contextfold.prompts import CHECKPOINT_SECTIONS
 from contextfold.summarizers import ExtractiveSummarizer, SummaryRequest
+from contextfold.summarizers.prompts import CHECKPOINT_SECTIONS
 from contextfold.testing import FixedCounter
 from contextfold.tokens.approx import ApproxCounter
 from shared_data import claude_code_main_sessions, claude_code_payload, require_data
@@ -254,7 +254,7 @@ def reference_phrases(owns: list[str], speakers: list[str]) -> dict[str, tuple[s
     """
     from collections import Counter
 
-    from contextfold.summarizers import _phrases as ph
+    from contextfold.summarizers.extractive import _phrases as ph
 
     df: Counter[str] = Counter()
     for own in owns:
@@ -323,7 +323,7 @@ def reference_phrases(owns: list[str], speakers: list[str]) -> dict[str, tuple[s
 def fast_phrases(
     owns: list[str], speakers: list[str], *, by_line: bool = True
 ) -> dict[str, tuple[str, float, int]]:
-    from contextfold.summarizers._phrases import key_phrases
+    from contextfold.summarizers.extractive._phrases import key_phrases
 
     found = key_phrases(owns, speakers, by_line=by_line)
     out = {key: (text, score, first) for text, key, score, first, _ in found}
@@ -371,7 +371,7 @@ def test_key_phrases_match_a_word_by_word_reading_on_locomo() -> None:
 
 
 def test_token_readings_are_remembered_within_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    from contextfold.summarizers import _phrases as ph
+    from contextfold.summarizers.extractive import _phrases as ph
 
     monkeypatch.setattr(ph, "_TOKENS", {})
     monkeypatch.setattr(ph, "_TOKEN_CACHE_LIMIT", 30)

@@ -19,14 +19,6 @@ from contextfold.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from contextfold.prompts import (
-    CHECKPOINT_SECTIONS,
-    DEFAULT_PROMPTS,
-    build_cache_aligned_messages,
-    build_isolated_prompt,
-    instruction_for,
-    prompt_hash,
-)
 from contextfold.summarizers import (
     CancelToken,
     FunctionSummarizer,
@@ -39,6 +31,14 @@ from contextfold.summarizers._serialize import (
     file_operations,
     serialize_transcript,
     truncate_middle,
+)
+from contextfold.summarizers.prompts import (
+    CHECKPOINT_SECTIONS,
+    DEFAULT_PROMPTS,
+    build_cache_aligned_messages,
+    build_isolated_prompt,
+    instruction_for,
+    prompt_hash,
 )
 from contextfold.summarizers.stream import (
     StopEvent,
@@ -547,3 +547,146 @@ def test_unknown_attribute_raises_attribute_error() -> None:
 
     with pytest.raises(AttributeError):
         s.NoSuchSummarizer  # noqa: B018
+
+
+# -- shared adapter settings and the provider template ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("max_output_tokens", 0),
+        ("max_output_tokens", True),
+        ("timeout", 0),
+        ("timeout", -1.0),
+        ("temperature", float("nan")),
+        ("max_retries", -1),
+        ("tool_result_limit", 0),
+        ("stream", "yes"),
+        ("isolate_cache", 1),
+        ("cache_key", 42),
+        ("extra_body", ["top_k"]),
+    ],
+)
+def test_summarizer_settings_refuse_bad_values(field: str, value: Any) -> None:
+    from contextfold.errors import ConfigError
+    from contextfold.summarizers import SummarizerSettings
+
+    with pytest.raises(ConfigError, match=field) as caught:
+        SummarizerSettings(**{field: value})
+    assert caught.value.argument == field
+    assert isinstance(caught.value, ValueError)
+
+
+def test_summarizer_settings_are_frozen_and_copy_extra_body() -> None:
+    import dataclasses
+
+    from contextfold.summarizers import SummarizerSettings
+
+    body = {"top_k": 5}
+    settings = SummarizerSettings(extra_body=body, stream=True)
+    body["top_k"] = 9
+    assert settings.extra_body == {"top_k": 5}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.stream = False  # type: ignore[misc]
+    assert hash(settings) == hash(SummarizerSettings(extra_body={"other": 1}, stream=True))
+
+
+class _Stream:
+    """A stream whose reading raises ``exc`` after one event, and which records its close."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+        self.closed = False
+        self.sent = 0
+
+    def __iter__(self) -> Iterator[str]:
+        yield "chunk"
+        raise self.exc
+
+    def __aiter__(self) -> _Stream:
+        return self
+
+    async def __anext__(self) -> str:
+        self.sent += 1
+        if self.sent == 1:
+            return "chunk"
+        await asyncio.sleep(30)  # a stalled server
+        raise StopAsyncIteration
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _template_summarizer(stream: _Stream) -> Any:
+    from contextfold.summarizers import SummarizerSettings
+    from contextfold.summarizers._template import ProviderSummarizer
+
+    class Streaming(ProviderSummarizer):
+        model = "m"
+        settings = SummarizerSettings(stream=True)
+
+        def _start(self, request: SummaryRequest) -> Any:
+            return stream
+
+        async def _astart(self, request: SummaryRequest) -> Any:
+            return stream
+
+        def _parse(self, response: Any) -> SummarizationResult:
+            raise AssertionError("streamed calls are not parsed")
+
+        def _accumulator(self) -> Any:
+            from contextfold.summarizers._chat import ChatStream
+
+            return ChatStream("m")
+
+    return Streaming()
+
+
+def test_template_closes_the_stream_when_interrupted() -> None:
+    stream = _Stream(KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        _template_summarizer(stream).summarize(SummaryRequest((Message.user("hi"),)))
+    assert stream.closed
+
+
+def test_template_turns_a_broken_stream_into_a_failure_and_closes_it() -> None:
+    stream = _Stream(ConnectionError("reset"))
+    res = _template_summarizer(stream).summarize(SummaryRequest((Message.user("hi"),)))
+    assert (res.ok, res.code) == (False, "error")
+    assert stream.closed
+
+
+async def test_template_closes_the_stream_when_the_task_is_cancelled() -> None:
+    stream = _Stream(RuntimeError("unused"))
+    summarizer = _template_summarizer(stream)
+    task = asyncio.ensure_future(summarizer.asummarize(SummaryRequest((Message.user("hi"),))))
+    while stream.sent < 2:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert stream.closed
+
+
+def test_summarizers_without_a_callable_raise_config_error() -> None:
+    from contextfold.errors import ConfigError
+    from contextfold.summarizers import ExtractiveSummarizer
+
+    with pytest.raises(ConfigError) as caught:
+        FunctionSummarizer("not callable")  # type: ignore[arg-type]
+    assert caught.value.argument == "fn"
+    with pytest.raises(ConfigError) as caught:
+        stream_function_summarizer(42, model="m")  # type: ignore[arg-type]
+    assert caught.value.argument == "stream_fn"
+    with pytest.raises(ConfigError) as caught:
+        ExtractiveSummarizer(max_output_tokens=0)
+    assert caught.value.argument == "max_output_tokens"
+
+
+def test_old_prompts_module_re_exports_the_moved_one() -> None:
+    import contextfold.prompts as old
+    import contextfold.summarizers.prompts as new
+
+    assert old.__all__ == new.__all__
+    assert all(getattr(old, name) is getattr(new, name) for name in new.__all__)

@@ -4,7 +4,8 @@ Always available (no third-party package): :class:`ExtractiveSummarizer` (the of
 default), :class:`FunctionSummarizer` (any plain callable) and
 :func:`stream_function_summarizer` (any streaming model call). The provider adapters
 :class:`OpenAISummarizer`, :class:`AnthropicSummarizer` and :class:`LiteLLMSummarizer` are
-imported lazily on first access, so importing this package never imports an SDK.
+imported lazily on first access, so importing this package never imports an SDK; they share
+one frozen :class:`SummarizerSettings` for everything but the model and the client.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from contextfold.summarizers.base import (
 )
 from contextfold.summarizers.extractive import ExtractiveSummarizer
 from contextfold.summarizers.function import FunctionSummarizer
+from contextfold.summarizers.settings import SummarizerSettings
 from contextfold.summarizers.stream import StreamFunctionSummarizer, stream_function_summarizer
 
 if TYPE_CHECKING:
@@ -41,6 +43,7 @@ __all__ = [
     "StreamFunctionSummarizer",
     "SummarizationResult",
     "Summarizer",
+    "SummarizerSettings",
     "SummaryRequest",
     "Usage",
     "stream_function_summarizer",

@@ -25,19 +25,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from contextfold.prompts import PromptSet, build_cache_aligned_messages, build_isolated_prompt
-from contextfold.summarizers._http_common import (
+from contextfold.errors import ConfigError
+from contextfold.formats.tools import tools_for_anthropic
+from contextfold.summarizers._provider import SDKSummarizer
+from contextfold.summarizers._template import StreamAccumulator
+from contextfold.summarizers._wire import (
     Finish,
-    SDKSummarizer,
-    StreamAccumulator,
     as_int,
     clamp_tokens,
     field,
     finish_result,
     not_an_answer,
-    tools_for_anthropic,
 )
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest, Usage
+from contextfold.summarizers.prompts import build_cache_aligned_messages, build_isolated_prompt
+from contextfold.summarizers.settings import SummarizerSettings
 
 __all__ = ["AnthropicSummarizer"]
 
@@ -60,23 +62,19 @@ class AnthropicSummarizer(SDKSummarizer):
 
     Args:
         client: an ``anthropic.Anthropic`` (or ``AsyncAnthropic``) client. When omitted, one
-            is created on first use from ``base_url``, ``api_key``, ``timeout`` and
-            ``max_retries`` (the SDK reads ``ANTHROPIC_API_KEY`` itself otherwise).
+            is created on first use from ``base_url``, ``api_key`` and the settings'
+            ``timeout`` and ``max_retries`` (the SDK reads ``ANTHROPIC_API_KEY`` itself
+            otherwise).
         model: the Claude model that writes summaries.
-        max_output_tokens: the most the model may write (Anthropic requires a value); the
-            request's own cap also applies and the smaller wins.
         base_url: another endpoint (a proxy or a compatible server).
         api_key: the key for a client created here.
-        timeout: seconds per call when the request has no deadline.
         async_client: an ``anthropic.AsyncAnthropic`` client for :meth:`asummarize`; when
             omitted, one is created from the same settings as the sync client (for other
             client classes, such as Bedrock's or Vertex's, pass both).
-        stream: stream the answer (SSE); needed for very large ``max_output_tokens``.
-        max_retries: SDK retries for clients created here; None keeps the SDK's default.
-        temperature: sampling temperature.
-        prompts: the prompt set (see :mod:`contextfold.prompts`).
-        extra_body: extra JSON fields for the request body.
-        tool_result_limit: characters of each tool result kept in an isolated transcript.
+        settings: what every adapter shares (see
+            :class:`~contextfold.summarizers.SummarizerSettings`). Anthropic requires an
+            output cap, so ``max_output_tokens=None`` means 4096; stream for very large caps.
+            ``cache_key`` is OpenAI's and is not sent.
         cache_breakpoint: in cache-aligned mode, mark the end of the replayed conversation
             with ``cache_control`` so the cached prefix is actually read (Anthropic looks
             up its cache only at breakpoints, and stored histories rarely keep the markers
@@ -84,6 +82,7 @@ class AnthropicSummarizer(SDKSummarizer):
 
     Raises:
         MissingExtraError: the ``anthropic`` package is not installed.
+        ConfigError: an argument is invalid.
     """
 
     provider = "anthropic"
@@ -95,35 +94,31 @@ class AnthropicSummarizer(SDKSummarizer):
         client: Any = None,
         *,
         model: str,
-        max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS,
         base_url: str | None = None,
         api_key: str | None = None,
-        timeout: float | None = None,
         async_client: Any = None,
-        stream: bool = False,
-        max_retries: int | None = None,
-        temperature: float | None = None,
-        prompts: PromptSet | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        tool_result_limit: int = 2000,
+        settings: SummarizerSettings | None = None,
         cache_breakpoint: bool = True,
     ) -> None:
+        if not isinstance(cache_breakpoint, bool):
+            raise ConfigError(
+                f"cache_breakpoint must be True or False, not {cache_breakpoint!r}",
+                argument="cache_breakpoint",
+            )
         super().__init__(
             client,
             async_client=async_client,
             model=model,
             base_url=base_url,
             api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            max_output_tokens=max_output_tokens,
-            temperature=temperature,
-            extra_body=extra_body,
-            stream=stream,
-            prompts=prompts,
-            tool_result_limit=tool_result_limit,
+            settings=settings,
         )
         self.cache_breakpoint = cache_breakpoint
+
+    @property
+    def max_output_tokens(self) -> int:
+        """The output cap sent when the request has none smaller (Anthropic needs one)."""
+        return self.settings.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
 
     def __repr__(self) -> str:
         return f"AnthropicSummarizer(model={self.model!r}, stream={self.stream})"
@@ -157,7 +152,9 @@ class AnthropicSummarizer(SDKSummarizer):
         if request.mode == "cache_aligned":
             from contextfold.formats import anthropic as anthropic_format
 
-            system, messages, tools = build_cache_aligned_messages(request, prompts=self.prompts)
+            system, messages, tools = build_cache_aligned_messages(
+                request, prompts=self.settings.prompts
+            )
             body = anthropic_format.dump([*system, *messages])
             if "system" in body:
                 kwargs["system"] = body["system"]
@@ -168,7 +165,9 @@ class AnthropicSummarizer(SDKSummarizer):
                 mark_replay_end(kwargs)
         else:
             system_text, user_text = build_isolated_prompt(
-                request, prompts=self.prompts, tool_result_limit=self.tool_result_limit
+                request,
+                prompts=self.settings.prompts,
+                tool_result_limit=self.settings.tool_result_limit,
             )
             kwargs["system"] = system_text
             kwargs["messages"] = [{"role": "user", "content": user_text}]
@@ -216,6 +215,52 @@ def _marked(block: Any) -> bool:
     return isinstance(block, Mapping) and "cache_control" in block
 
 
+def _replay_end(messages: list[Any]) -> tuple[int, int | None] | None:
+    """``(message, end)`` of the replay's last message; ``end`` is the instruction block.
+
+    The instruction is either merged into the last message (its last block) or a message of
+    its own (``end`` None, the replay ends one message earlier).
+    """
+    last_content = messages[-1].get("content") if isinstance(messages[-1], Mapping) else None
+    if isinstance(last_content, list) and len(last_content) >= 2:
+        return len(messages) - 1, len(last_content) - 1
+    if len(messages) >= 2:
+        return len(messages) - 2, None
+    return None
+
+
+def _cacheable(block: Any) -> bool:
+    """A block a breakpoint can go on: not thinking, not an empty text."""
+    return (
+        isinstance(block, Mapping)
+        and block.get("type") not in _NO_CACHE_BLOCKS
+        and not (block.get("type") == "text" and not block.get("text"))
+    )
+
+
+def _unmark_oldest(
+    messages: list[Any], holder: int, blocks: list[Any], message: dict[str, Any], *, keep: int
+) -> None:
+    """Drop the oldest message markers beyond ``keep``, on copies (``blocks``: the holder's)."""
+    spots = [
+        (i, j)
+        for i, m in enumerate(messages)
+        if isinstance(m, Mapping) and isinstance(m.get("content"), list)
+        for j, b in enumerate(m["content"])
+        if _marked(b)
+    ]
+    for i, j in spots[: max(len(spots) - keep, 0)]:
+        row = message if i == holder else dict(messages[i])
+        row_blocks = blocks if i == holder else list(row["content"])
+        stripped = dict(row_blocks[j])
+        del stripped["cache_control"]
+        row_blocks[j] = stripped
+        if i == holder:
+            continue
+        row["content"] = row_blocks
+        messages[i] = row
+
+
 def mark_replay_end(kwargs: dict[str, Any]) -> None:
     """Put a cache breakpoint on the last replayed block of a cache-aligned request.
 
@@ -227,31 +272,17 @@ def mark_replay_end(kwargs: dict[str, Any]) -> None:
     four. Only copies are changed: the lists and blocks on the way to a change are copied.
     """
     messages: list[Any] = list(kwargs.get("messages") or [])
-    if not messages:
+    found = _replay_end(messages) if messages else None
+    if found is None:
         return
-    last_content = messages[-1].get("content") if isinstance(messages[-1], Mapping) else None
-    if isinstance(last_content, list) and len(last_content) >= 2:
-        holder, end = len(messages) - 1, len(last_content) - 1  # instruction merged in
-    elif len(messages) >= 2:
-        holder, end = len(messages) - 2, None  # instruction is a message of its own
-    else:
-        return
+    holder, end = found
     message = dict(messages[holder])
     content = message.get("content")
     blocks: list[Any] = (
         [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
     )
     candidates = range((len(blocks) if end is None else end) - 1, -1, -1)
-    target = next(
-        (
-            i
-            for i in candidates
-            if isinstance(blocks[i], Mapping)
-            and blocks[i].get("type") not in _NO_CACHE_BLOCKS
-            and not (blocks[i].get("type") == "text" and not blocks[i].get("text"))
-        ),
-        None,
-    )
+    target = next((i for i in candidates if _cacheable(blocks[i])), None)
     if target is None or _marked(blocks[target]):
         return
     system = kwargs.get("system")
@@ -259,24 +290,7 @@ def mark_replay_end(kwargs: dict[str, Any]) -> None:
     fixed += sum(_marked(t) for t in kwargs.get("tools") or [])
     if fixed >= MAX_CACHE_BREAKPOINTS:
         return  # system and tools use every breakpoint already
-    spots = [
-        (i, j)
-        for i, m in enumerate(messages)
-        if isinstance(m, Mapping) and isinstance(m.get("content"), list)
-        for j, b in enumerate(m["content"])
-        if _marked(b)
-    ]
-    excess = fixed + len(spots) + 1 - MAX_CACHE_BREAKPOINTS
-    for i, j in spots[: max(excess, 0)]:
-        row = message if i == holder else dict(messages[i])
-        row_blocks = blocks if i == holder else list(row["content"])
-        stripped = dict(row_blocks[j])
-        del stripped["cache_control"]
-        row_blocks[j] = stripped
-        if i == holder:
-            continue
-        row["content"] = row_blocks
-        messages[i] = row
+    _unmark_oldest(messages, holder, blocks, message, keep=MAX_CACHE_BREAKPOINTS - fixed - 1)
     marked = dict(blocks[target])
     marked["cache_control"] = {"type": "ephemeral"}
     blocks[target] = marked

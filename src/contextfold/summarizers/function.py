@@ -123,9 +123,12 @@ class FunctionSummarizer:
         self, fn: SummaryFunction, *, model: str | None = None, takes_request: bool = False
     ) -> None:
         if not callable(fn):
-            from contextfold.errors import ContextfoldError
+            from contextfold.errors import ConfigError
 
-            raise ContextfoldError(f"FunctionSummarizer needs a callable, got {type(fn).__name__}")
+            raise ConfigError(
+                f"FunctionSummarizer needs a callable, got {type(fn).__name__} {fn!r}",
+                argument="fn",
+            )
         self.fn = fn
         self.model = model
         self.takes_request = takes_request

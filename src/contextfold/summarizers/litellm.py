@@ -16,19 +16,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from contextfold.prompts import PromptSet
-from contextfold.summarizers._http_common import (
-    ProviderSummarizer,
-    StreamAccumulator,
-    clamp_tokens,
-    ensure_installed,
-    import_extra,
-    request_timeout,
-)
+from contextfold.errors import ConfigError
+from contextfold.summarizers._chat import ChatStream, chat_body, parse_chat
+from contextfold.summarizers._extras import ensure_installed, import_extra
+from contextfold.summarizers._template import ProviderSummarizer, StreamAccumulator
+from contextfold.summarizers._wire import clamp_tokens, request_timeout
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest
-from contextfold.summarizers.openai import _ChatStream, _parse_chat, chat_body
+from contextfold.summarizers.settings import SummarizerSettings, settings_or_default
 
 __all__ = ["LiteLLMSummarizer"]
+
+# Settings LiteLLM takes under another name, or not at all: say which keyword to use.
+_NOT_SENT = {
+    "max_retries": "pass num_retries= to LiteLLMSummarizer instead",
+    "extra_body": "pass the fields as keyword arguments instead",
+    "cache_key": "pass prompt_cache_key= to LiteLLMSummarizer instead",
+}
 
 
 class LiteLLMSummarizer(ProviderSummarizer):
@@ -39,18 +42,18 @@ class LiteLLMSummarizer(ProviderSummarizer):
             ``"openai/llama3"`` for an OpenAI-compatible server at ``api_base``.
         api_base: the server URL, for self-hosted or proxied models.
         api_key: the key; without it LiteLLM reads the provider's usual variable.
-        max_output_tokens: the most the model may write; the request's own cap also
-            applies and the smaller wins. Sent as ``max_tokens``, which LiteLLM maps for
-            each provider.
-        timeout: seconds per call when the request has no deadline.
-        stream: stream the answer; cancellation then acts between chunks.
-        prompts: the prompt set (see :mod:`contextfold.prompts`).
-        tool_result_limit: characters of each tool result kept in an isolated transcript.
+        settings: what every adapter shares (see
+            :class:`~contextfold.summarizers.SummarizerSettings`). The output cap is sent as
+            ``max_tokens``, which LiteLLM maps for each provider; ``temperature`` is sent
+            when set. LiteLLM has its own names for retries and extra fields, so
+            ``max_retries``, ``extra_body`` and ``cache_key`` are refused here.
         **kwargs: passed to every ``litellm.completion`` call unchanged (``num_retries``,
             ``temperature``, ``extra_headers`` ...).
 
     Raises:
         MissingExtraError: the ``litellm`` package is not installed.
+        ConfigError: a setting LiteLLM does not take is set, or ``temperature`` is given
+            both in the settings and as a keyword argument.
     """
 
     provider = "litellm"
@@ -61,22 +64,26 @@ class LiteLLMSummarizer(ProviderSummarizer):
         model: str,
         api_base: str | None = None,
         api_key: str | None = None,
-        max_output_tokens: int | None = None,
-        timeout: float | None = None,
-        stream: bool = False,
-        prompts: PromptSet | None = None,
-        tool_result_limit: int = 2000,
+        settings: SummarizerSettings | None = None,
         **kwargs: Any,
     ) -> None:
+        self.settings = settings_or_default(settings)
+        for name, instead in _NOT_SENT.items():
+            value = getattr(self.settings, name)
+            if value is not None:
+                raise ConfigError(
+                    f"LiteLLMSummarizer does not send settings.{name} (got {value!r}); {instead}",
+                    argument="settings",
+                )
+        if self.settings.temperature is not None and "temperature" in kwargs:
+            raise ConfigError(
+                "temperature is given twice, in settings and as a keyword argument",
+                argument="temperature",
+            )
         ensure_installed("litellm", "LiteLLMSummarizer", "litellm")
         self.model = model
         self.api_base = api_base
         self.api_key = api_key
-        self.max_output_tokens = max_output_tokens
-        self.timeout = timeout
-        self.stream = stream
-        self.prompts = prompts
-        self.tool_result_limit = tool_result_limit
         self.options = dict(kwargs)
 
     def __repr__(self) -> str:
@@ -84,22 +91,27 @@ class LiteLLMSummarizer(ProviderSummarizer):
 
     def build_request(self, request: SummaryRequest) -> dict[str, Any]:
         """The keyword arguments of ``litellm.completion`` for ``request``."""
+        settings = self.settings
         kwargs: dict[str, Any] = dict(self.options)
         kwargs["model"] = self.model
         kwargs.update(
-            chat_body(request, prompts=self.prompts, tool_result_limit=self.tool_result_limit)
+            chat_body(
+                request, prompts=settings.prompts, tool_result_limit=settings.tool_result_limit
+            )
         )
-        cap = clamp_tokens(request.max_output_tokens, self.max_output_tokens)
+        cap = clamp_tokens(request.max_output_tokens, settings.max_output_tokens)
         if cap is not None:
             kwargs["max_tokens"] = cap
+        if settings.temperature is not None:
+            kwargs["temperature"] = settings.temperature
         if self.api_base is not None:
             kwargs["api_base"] = self.api_base
         if self.api_key is not None:
             kwargs["api_key"] = self.api_key
-        timeout = request_timeout(request, self.timeout)
+        timeout = request_timeout(request, settings.timeout)
         if timeout is not None:
             kwargs["timeout"] = timeout
-        if self.stream:
+        if settings.stream:
             kwargs["stream"] = True
             kwargs.setdefault("stream_options", {"include_usage": True})
         return kwargs
@@ -113,26 +125,8 @@ class LiteLLMSummarizer(ProviderSummarizer):
         return await litellm.acompletion(**self.build_request(request))
 
     def _parse(self, response: Any) -> SummarizationResult:
-        return _relabel(_parse_chat(response, self.model))
+        return parse_chat(response, self.model, provider=self.provider)
 
     def _accumulator(self) -> StreamAccumulator:
-        return _LiteLLMStream(self.model)
-
-
-def _relabel(result: SummarizationResult) -> SummarizationResult:
-    """Name LiteLLM, not OpenAI, in reasons: the answer came through LiteLLM."""
-    if result.ok or not result.reason or not result.reason.startswith("openai: "):
-        return result
-    return SummarizationResult.failure(
-        "litellm: " + result.reason[len("openai: ") :],
-        result.code or "error",
-        usage=result.usage,
-        model=result.model,
-    )
-
-
-class _LiteLLMStream(_ChatStream):
-    """LiteLLM streams OpenAI-shaped chunks; only the provider name in reasons differs."""
-
-    def result(self) -> SummarizationResult:
-        return _relabel(super().result())
+        # LiteLLM streams OpenAI-shaped chunks; only the provider named in reasons differs.
+        return ChatStream(self.model, provider=self.provider)

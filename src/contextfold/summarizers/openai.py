@@ -22,40 +22,31 @@ one), so the provider serves the replayed prefix from cache.
 
 from __future__ import annotations
 
-import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from contextfold.errors import ContextfoldError
-from contextfold.messages import Message
-from contextfold.prompts import PromptSet, build_cache_aligned_messages, build_isolated_prompt
-from contextfold.summarizers._http_common import (
+from contextfold.errors import ConfigError
+from contextfold.formats.tools import tools_for_openai_responses
+from contextfold.summarizers._chat import ChatStream, chat_body, parse_chat, replay_body
+from contextfold.summarizers._provider import SDKSummarizer
+from contextfold.summarizers._template import StreamAccumulator
+from contextfold.summarizers._wire import (
     Finish,
-    SDKSummarizer,
-    StreamAccumulator,
-    as_int,
     clamp_tokens,
     field,
     finish_result,
     not_an_answer,
-    tools_for_openai_chat,
-    tools_for_openai_responses,
+    token_usage,
 )
 from contextfold.summarizers.base import FailureCode, SummarizationResult, SummaryRequest, Usage
+from contextfold.summarizers.prompts import PromptSet, build_isolated_prompt
+from contextfold.summarizers.settings import SummarizerSettings
 
 __all__ = ["OpenAISummarizer"]
 
 # Hosts that take ``max_completion_tokens`` (and whose reasoning models reject ``max_tokens``).
 _OFFICIAL_HOSTS = ("api.openai.com", "openai.azure.com")
-
-_CHAT_FINISH: dict[str, Finish] = {
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool",
-    "function_call": "tool",
-    "content_filter": "filter",
-}
+_MAX_TOKENS_PARAMS = ("auto", "max_tokens", "max_completion_tokens")
 
 
 class OpenAISummarizer(SDKSummarizer):
@@ -63,38 +54,29 @@ class OpenAISummarizer(SDKSummarizer):
 
     Args:
         client: an ``openai.OpenAI`` (or ``AsyncOpenAI``) client to use. When omitted, one is
-            created on first use from ``base_url``, ``api_key``, ``timeout`` and
-            ``max_retries`` (the SDK reads ``OPENAI_API_KEY`` itself when no key is given).
+            created on first use from ``base_url``, ``api_key`` and the settings' ``timeout``
+            and ``max_retries`` (the SDK reads ``OPENAI_API_KEY`` itself when no key is
+            given).
         model: the model that writes summaries (a cheap one is usually right).
         api: ``"chat"`` for Chat Completions (every compatible server has it) or
             ``"responses"`` for the Responses API.
         base_url: the server, for example ``http://localhost:11434/v1`` for Ollama.
         api_key: the key for a client created here.
-        max_output_tokens: the most the model may write; the request's own cap also
-            applies and the smaller wins.
-        temperature: sampling temperature, when the model accepts one.
-        timeout: seconds per call when the request has no deadline (a deadline, when set,
-            bounds the call instead, whichever is shorter).
-        extra_body: extra JSON fields for the request body (server-specific options).
         async_client: an ``openai.AsyncOpenAI`` client for :meth:`asummarize`. When
             omitted, one is created from the same settings as the sync client (for other
             client classes, such as Azure's, pass both).
-        stream: stream the answer (SSE). Cancellation then acts between chunks, and
-            a stream that breaks off is reported as ``truncated``.
-        max_retries: SDK retries for clients created here; None keeps the SDK's default.
-        prompts: the prompt set (see :mod:`contextfold.prompts`).
+        settings: what every adapter shares: output cap, temperature, timeout, retries,
+            streaming, prompts, extra body fields, cache key and cache isolation (see
+            :class:`~contextfold.summarizers.SummarizerSettings`).
         max_tokens_param: the request field that carries the output cap. ``"auto"`` uses
             ``max_completion_tokens`` on OpenAI and Azure OpenAI (reasoning models reject
             ``max_tokens``) and ``max_tokens`` on other servers (which often know only
             that one). The Responses API always uses ``max_output_tokens``.
-        isolate_cache: send a fresh ``prompt_cache_key`` with every isolated call.
-            Turn off for a server that rejects unknown fields.
-        cache_key: the conversation's ``prompt_cache_key``, sent with cache-aligned calls.
-        tool_result_limit: characters of each tool result kept in an isolated transcript.
 
     Raises:
         MissingExtraError: the ``openai`` package is not installed.
-        ContextfoldError: ``api`` is neither ``"chat"`` nor ``"responses"``.
+        ConfigError: ``api`` is neither ``"chat"`` nor ``"responses"``, or another argument
+            is invalid.
     """
 
     provider = "openai"
@@ -109,40 +91,27 @@ class OpenAISummarizer(SDKSummarizer):
         api: Literal["chat", "responses"] = "chat",
         base_url: str | None = None,
         api_key: str | None = None,
-        max_output_tokens: int | None = None,
-        temperature: float | None = None,
-        timeout: float | None = None,
-        extra_body: Mapping[str, Any] | None = None,
         async_client: Any = None,
-        stream: bool = False,
-        max_retries: int | None = None,
-        prompts: PromptSet | None = None,
+        settings: SummarizerSettings | None = None,
         max_tokens_param: Literal["auto", "max_tokens", "max_completion_tokens"] = "auto",
-        isolate_cache: bool = True,
-        cache_key: str | None = None,
-        tool_result_limit: int = 2000,
     ) -> None:
         if api not in ("chat", "responses"):
-            raise ContextfoldError(f"api must be 'chat' or 'responses', not {api!r}")
+            raise ConfigError(f"api must be 'chat' or 'responses', not {api!r}", argument="api")
+        if max_tokens_param not in _MAX_TOKENS_PARAMS:
+            raise ConfigError(
+                f"max_tokens_param must be one of {_MAX_TOKENS_PARAMS}, not {max_tokens_param!r}",
+                argument="max_tokens_param",
+            )
         super().__init__(
             client,
             async_client=async_client,
             model=model,
             base_url=base_url,
             api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            max_output_tokens=max_output_tokens,
-            temperature=temperature,
-            extra_body=extra_body,
-            stream=stream,
-            prompts=prompts,
-            tool_result_limit=tool_result_limit,
+            settings=settings,
         )
         self.api = api
         self.max_tokens_param = max_tokens_param
-        self.isolate_cache = isolate_cache
-        self.cache_key = cache_key
 
     def __repr__(self) -> str:
         return f"OpenAISummarizer(model={self.model!r}, api={self.api!r}, stream={self.stream})"
@@ -172,16 +141,19 @@ class OpenAISummarizer(SDKSummarizer):
 
         Isolated mode sends our system prompt and the serialized transcript; cache-aligned
         mode replays the conversation's system messages, tools and messages and appends
-        the instruction (see :mod:`contextfold.prompts`).
+        the instruction (see :mod:`contextfold.summarizers.prompts`).
         """
+        settings = self.settings
         kwargs: dict[str, Any] = {"model": self.model}
-        cap = clamp_tokens(request.max_output_tokens, self.max_output_tokens)
+        cap = clamp_tokens(request.max_output_tokens, settings.max_output_tokens)
         body = chat_body if self.api == "chat" else _responses_body
-        kwargs.update(body(request, prompts=self.prompts, tool_result_limit=self.tool_result_limit))
+        kwargs.update(
+            body(request, prompts=settings.prompts, tool_result_limit=settings.tool_result_limit)
+        )
         if request.mode == "cache_aligned":
-            if self.cache_key is not None:
-                kwargs["prompt_cache_key"] = self.cache_key
-        elif self.isolate_cache:
+            if settings.cache_key is not None:
+                kwargs["prompt_cache_key"] = settings.cache_key
+        elif settings.isolate_cache:
             kwargs["prompt_cache_key"] = f"contextfold-summary-{uuid.uuid4().hex}"
         if self.api == "responses":
             kwargs["store"] = False  # a summary call is not a conversation turn to keep
@@ -210,177 +182,13 @@ class OpenAISummarizer(SDKSummarizer):
 
     def _parse(self, response: Any) -> SummarizationResult:
         if self.api == "chat":
-            return _parse_chat(response, self.model)
+            return parse_chat(response, self.model)
         return _parse_response(response, self.model)
 
     def _accumulator(self) -> StreamAccumulator:
         if self.api == "chat":
-            return _ChatStream(self.model)
+            return ChatStream(self.model)
         return _ResponsesStream(self.model)
-
-
-# -- request bodies ------------------------------------------------------------------------
-
-
-def _replay(
-    request: SummaryRequest,
-    prompts: PromptSet | None,
-    key: str,
-    dump: Callable[[Sequence[Message]], list[dict[str, Any]]],
-    convert_tools: Callable[[Iterable[Mapping[str, Any]]], list[dict[str, Any]]],
-) -> dict[str, Any]:
-    """A cache-aligned body: the conversation and instruction under ``key``, then its tools."""
-    system, messages, tools = build_cache_aligned_messages(request, prompts=prompts)
-    body: dict[str, Any] = {key: dump([*system, *messages])}
-    if tools:
-        body["tools"] = convert_tools(tools)
-    return body
-
-
-# -- Chat Completions ---------------------------------------------------------------------
-
-
-def chat_body(
-    request: SummaryRequest, *, prompts: PromptSet | None, tool_result_limit: int
-) -> dict[str, Any]:
-    """The ``messages`` (and ``tools``) of a Chat Completions request for ``request``.
-
-    Isolated mode: our system prompt and one user message with the serialized transcript.
-    Cache-aligned mode: the conversation's own system messages, messages and tools, then
-    the instruction (see :mod:`contextfold.prompts`). Every server that speaks the Chat
-    Completions shape (LiteLLM included) takes this body.
-    """
-    if request.mode == "cache_aligned":
-        from contextfold.formats import openai_chat
-
-        return _replay(request, prompts, "messages", openai_chat.dump, tools_for_openai_chat)
-    system_text, user_text = build_isolated_prompt(
-        request, prompts=prompts, tool_result_limit=tool_result_limit
-    )
-    return {
-        "messages": [
-            {"role": "system", "content": system_text},
-            {"role": "user", "content": user_text},
-        ]
-    }
-
-
-def chat_usage(usage: Any) -> Usage | None:
-    """Usage from a Chat Completions ``usage`` object (cached prompt tokens included)."""
-    if usage is None:
-        return None
-    details = field(usage, "prompt_tokens_details")
-    return Usage(
-        input_tokens=as_int(field(usage, "prompt_tokens")),
-        output_tokens=as_int(field(usage, "completion_tokens")),
-        cache_read_tokens=as_int(field(details, "cached_tokens")),
-    )
-
-
-_THINK = re.compile(r"\A\s*<(think|thinking|reasoning)>.*?(?:</\1>|\Z)\s*", re.DOTALL)
-
-
-def strip_think(text: str) -> str:
-    """Drop a leading ``<think>...</think>`` block from an answer.
-
-    Reasoning models served through OpenAI-compatible servers (Ollama, vLLM, llama.cpp)
-    often put their chain of thought inside the answer text in such tags. It is scratch
-    work, not summary: like thinking blocks elsewhere, it is left out. A block that never
-    closes (the answer was all thinking) leaves nothing, so the result is ``empty``.
-    """
-    return _THINK.sub("", text, count=1)
-
-
-def _chat_finish(reason: Any) -> Finish | None:
-    if reason is None:
-        return None
-    return _CHAT_FINISH.get(str(reason), "stop")
-
-
-def _parse_chat(response: Any, model: str) -> SummarizationResult:
-    answered_by = field(response, "model") or model
-    usage = chat_usage(field(response, "usage"))
-    choices = field(response, "choices")
-    if isinstance(response, (str, bytes)) or choices is None:
-        return not_an_answer(response, "chat completion", provider="openai", model=answered_by)
-    if not choices:
-        return SummarizationResult.failure(
-            "openai: the answer has no choices", "empty", usage=usage, model=answered_by
-        )
-    choice = choices[0]
-    message = field(choice, "message")
-    text = strip_think(str(field(message, "content") or ""))
-    refusal = field(message, "refusal")
-    tool_called = bool(field(message, "tool_calls")) or bool(field(message, "function_call"))
-    finish = _chat_finish(field(choice, "finish_reason"))
-    if finish is None:
-        finish = "stop"  # a plain answer is whole even when a server omits the reason
-    if refusal and not text.strip():
-        finish = "refused"
-    return finish_result(
-        str(text),
-        finish,
-        provider="openai",
-        model=answered_by,
-        usage=usage,
-        tool_called=tool_called,
-        detail=str(refusal) if refusal else None,
-    )
-
-
-class _ChatStream:
-    """Folds ``chat.completion.chunk`` events: text deltas, tool-call deltas, finish, usage."""
-
-    def __init__(self, model: str) -> None:
-        self.model = model
-        self.events = 0
-        self.pieces: list[str] = []
-        self.refusal: list[str] = []
-        self.tool_called = False
-        self.finish: Finish | None = None
-        self.usage: Usage | None = None
-
-    @property
-    def complete(self) -> bool:
-        return self.finish is not None
-
-    def feed(self, chunk: Any) -> SummarizationResult | None:
-        self.events += 1
-        self.model = field(chunk, "model") or self.model
-        usage = field(chunk, "usage")
-        if usage is not None:
-            self.usage = chat_usage(usage)
-        for choice in field(chunk, "choices") or []:
-            if as_int(field(choice, "index")) != 0:
-                continue
-            delta = field(choice, "delta")
-            content = field(delta, "content")
-            if content:
-                self.pieces.append(str(content))
-            refusal = field(delta, "refusal")
-            if refusal:
-                self.refusal.append(str(refusal))
-            if field(delta, "tool_calls") or field(delta, "function_call"):
-                self.tool_called = True
-            reason = _chat_finish(field(choice, "finish_reason"))
-            if reason is not None:
-                self.finish = reason
-        return None
-
-    def result(self) -> SummarizationResult:
-        text = strip_think("".join(self.pieces))
-        finish = self.finish
-        if finish == "stop" and self.refusal and not text.strip():
-            finish = "refused"
-        return finish_result(
-            text,
-            finish,
-            provider="openai",
-            model=self.model,
-            usage=self.usage,
-            tool_called=self.tool_called,
-            detail="".join(self.refusal) or None,
-        )
 
 
 # -- Responses API --------------------------------------------------------------------------
@@ -393,7 +201,9 @@ def _responses_body(
     if request.mode == "cache_aligned":
         from contextfold.formats import openai_responses
 
-        return _replay(request, prompts, "input", openai_responses.dump, tools_for_openai_responses)
+        return replay_body(
+            request, prompts, "input", openai_responses.dump, tools_for_openai_responses
+        )
     system_text, user_text = build_isolated_prompt(
         request, prompts=prompts, tool_result_limit=tool_result_limit
     )
@@ -405,14 +215,7 @@ _TOOL_ITEMS = frozenset({"function_call", "custom_tool_call", "computer_call", "
 
 def responses_usage(usage: Any) -> Usage | None:
     """Usage from a Responses ``usage`` object (cached input tokens included)."""
-    if usage is None:
-        return None
-    details = field(usage, "input_tokens_details")
-    return Usage(
-        input_tokens=as_int(field(usage, "input_tokens")),
-        output_tokens=as_int(field(usage, "output_tokens")),
-        cache_read_tokens=as_int(field(details, "cached_tokens")),
-    )
+    return token_usage(usage, input_key="input_tokens", output_key="output_tokens")
 
 
 def _response_parts(response: Any) -> tuple[str, str, bool]:

@@ -61,7 +61,7 @@ from contextfold.summarizers.function import (
 )
 
 if TYPE_CHECKING:
-    from contextfold.prompts import PromptSet
+    from contextfold.summarizers.prompts import PromptSet
 
 __all__ = [
     "DeltaCallback",
@@ -232,9 +232,12 @@ class StreamFunctionSummarizer:
         max_output_tokens: int | None = None,
     ) -> None:
         if not callable(stream_fn):
-            from contextfold.errors import ContextfoldError
+            from contextfold.errors import ConfigError
 
-            raise ContextfoldError("stream_function_summarizer needs a callable stream function")
+            raise ConfigError(
+                f"stream_function_summarizer needs a callable stream function, not {stream_fn!r}",
+                argument="stream_fn",
+            )
         self.stream_fn = stream_fn
         self.model = model
         self.prompts = prompts
@@ -251,7 +254,10 @@ class StreamFunctionSummarizer:
         return min(caps) if caps else None
 
     def _call_kwargs(self, request: SummaryRequest) -> tuple[StreamContext, dict[str, Any]]:
-        from contextfold.prompts import build_cache_aligned_messages, build_isolated_prompt
+        from contextfold.summarizers.prompts import (
+            build_cache_aligned_messages,
+            build_isolated_prompt,
+        )
 
         if request.mode == "cache_aligned":
             system_msgs, messages, tools = build_cache_aligned_messages(
@@ -385,7 +391,8 @@ def stream_function_summarizer(
         stream_fn: the streaming call; see the module docstring for its arguments and the
             events it yields. Sync or async, generator or coroutine.
         model: the model name passed to ``stream_fn`` and reported in results.
-        prompts: the prompt set; :data:`contextfold.prompts.DEFAULT_PROMPTS` when omitted.
+        prompts: the prompt set;
+            :data:`contextfold.summarizers.prompts.DEFAULT_PROMPTS` when omitted.
         on_delta: called as ``on_delta("text" | "thinking", chunk)`` for every delta, to show
             progress; an exception it raises fails the call with ``error``.
         max_output_tokens: the adapter's own output cap; the smaller of it and the

@@ -149,29 +149,51 @@ def key_phrases(
     logarithmically: a topic returned to often matters, but one mention of a name or a date
     can matter just as much.
 
-    Two passes keep the per-word work small. The first cuts each clause into runs of content
-    words (each distinct token is classified once) and counts document frequencies. The
-    second lays every run's 1-3 word keys out in one list, so counting and finding each
-    key's first occurrence run in C; weights are computed only for each key's first
-    occurrence, once the document frequencies are known.
+    Two passes keep the per-word work small. The first (:class:`_Reader`) cuts each clause
+    into runs of content words (each distinct token is classified once) and counts document
+    frequencies. The second (:func:`_score`) lays every run's 1-3 word keys out in one list,
+    so counting and finding each key's first occurrence run in C; weights are computed only
+    for each key's first occurrence, once the document frequencies are known.
     """
     tokens = _TOKENS
     if len(tokens) > _TOKEN_CACHE_LIMIT:
         tokens.clear()
-    specials: dict[str, list[Any]] = {}  # dates and titles: [text, first, weight, count]
-    df: Counter[str] = Counter()
-    # The runs of content words: their tokens, the article before, the message, and whether
-    # the first one opens its clause (no bonus for a capital there).
-    runs: list[_Run] = []
+    reader = _Reader(tokens)
+    for i, own in enumerate(owns):
+        if own:
+            reader.read(own, i, by_line)
+    total = max(1, sum(1 for own in owns if own))
+    return _score(reader.runs, reader.specials, speakers, reader.df, total)
 
-    def special(key: str, text: str, i: int, w: float) -> None:
-        entry = specials.get(key)
+
+class _Reader:
+    """The first pass: dates, titles, runs of content words and document frequencies.
+
+    Attributes:
+        tokens: the remembered token readings (shared across calls, see ``_TOKENS``).
+        specials: dates and titles, ``key -> [text, first message, weight, count]``.
+        df: in how many messages each lowercase word appears.
+        runs: the runs of content words: their tokens, the article before, the message,
+            and whether the first one opens its clause (no bonus for a capital there).
+    """
+
+    __slots__ = ("df", "runs", "specials", "tokens")
+
+    def __init__(self, tokens: dict[str, _Token]) -> None:
+        self.tokens = tokens
+        self.specials: dict[str, list[Any]] = {}
+        self.df: Counter[str] = Counter()
+        self.runs: list[_Run] = []
+
+    def special(self, key: str, text: str, i: int, w: float) -> None:
+        """Count a date or a title; its text, message and weight are those of its first."""
+        entry = self.specials.get(key)
         if entry is None:
-            specials[key] = [text, i, w, 1]
+            self.specials[key] = [text, i, w, 1]
         else:
             entry[3] += 1
 
-    def classify(raw: str) -> _Token:
+    def classify(self, raw: str) -> _Token:
         """``(mode, word, lowercase, capitalized, article, ends a clause)`` of one token."""
         word = raw.strip(STRIP)
         low = word.lower()
@@ -189,18 +211,50 @@ def key_phrases(
         else:
             mode = _CONTENT
         info = (mode, word, low, cap, lead, raw[-1] in _CLAUSE_END)
-        tokens[raw] = info
+        self.tokens[raw] = info
         return info
 
-    get_token = tokens.get
+    def read(self, own: str, i: int, by_line: bool) -> None:
+        """Read message ``i``: its dates and titles, its runs, its words' frequencies."""
+        if _DIGIT_RE.search(own):
+            for date in _DATE_RE.findall(own):
+                self.special(date.lower(), date, i, 6.0)
+        if _UPPER_RE.search(own, 1):
+            for title in _TITLE_RE.findall(own):
+                title = title.rstrip(".'\u2019-")
+                caps = sum(1 for w in title.split() if w[:1].isupper())
+                if caps < 2 or title.count(" ") > 8:
+                    continue
+                self.special(title.lower(), title, i, 1.6 * caps + 1.0)
+        if (
+            not by_line
+            or "\n" in own
+            or (_has_dash(own) and _DASH_TOKEN_RE.search(own) is not None)
+        ):
+            # The general case: the clause regex decides where clauses end.
+            seen: set[str] = set()
+            for clause in _CLAUSE_RE.split(own):
+                raws = clause.split()
+                seen.update(raws)
+                self.scan(raws, i, False)
+        else:
+            # One line without a free-standing dash: a clause ends exactly after a token
+            # ending in clause punctuation, so one split does (see _CLAUSE_END).
+            raws = own.split()
+            seen = set(raws)
+            self.scan(raws, i, True)
+        tokens = self.tokens
+        self.df.update({tokens[raw][2] for raw in seen})
 
-    def scan(raws: list[str], i: int, by_token: bool) -> None:
+    def scan(self, raws: list[str], i: int, by_token: bool) -> None:
         """Cut the runs of content words out of one clause (or, ``by_token``, a line)."""
-        found = list(map(get_token, raws))
+        found = list(map(self.tokens.get, raws))
         if None in found:  # tokens not seen before: classify them
+            classify = self.classify
             infos = [info or classify(raw) for info, raw in zip(found, raws, strict=True)]
         else:
             infos = cast("list[_Token]", found)
+        runs = self.runs
         run: list[_Token] | None = None
         lead = run_lead = ""
         at_start = False
@@ -230,45 +284,6 @@ def key_phrases(
         if run is not None:
             runs.append((run, run_lead, i, at_start))
 
-    split_clauses = _CLAUSE_RE.split
-    find_dates = _DATE_RE.findall
-    find_titles = _TITLE_RE.findall
-    has_digit = _DIGIT_RE.search
-    has_upper = _UPPER_RE.search
-    for i, own in enumerate(owns):
-        if not own:
-            continue
-        if has_digit(own):
-            for date in find_dates(own):
-                special(date.lower(), date, i, 6.0)
-        if has_upper(own, 1):
-            for title in find_titles(own):
-                title = title.rstrip(".'\u2019-")
-                caps = sum(1 for w in title.split() if w[:1].isupper())
-                if caps < 2 or title.count(" ") > 8:
-                    continue
-                special(title.lower(), title, i, 1.6 * caps + 1.0)
-        if (
-            not by_line
-            or "\n" in own
-            or (_has_dash(own) and _DASH_TOKEN_RE.search(own) is not None)
-        ):
-            # The general case: the clause regex decides where clauses end.
-            seen: set[str] = set()
-            for clause in split_clauses(own):
-                raws = clause.split()
-                seen.update(raws)
-                scan(raws, i, False)
-        else:
-            # One line without a free-standing dash: a clause ends exactly after a token
-            # ending in clause punctuation, so one split does (see _CLAUSE_END).
-            raws = own.split()
-            seen = set(raws)
-            scan(raws, i, True)
-        df.update({tokens[raw][2] for raw in seen})
-    total = max(1, sum(1 for own in owns if own))
-    return _score(runs, specials, speakers, df, total)
-
 
 def _score(
     runs: Sequence[_Run],
@@ -279,10 +294,43 @@ def _score(
 ) -> list[KeyPhrase]:
     """Count every 1-3 word key of the runs and weigh each distinct key once.
 
-    When a run follows an article, the keys at its start keep it ("a trophy", "the Wolves"):
-    that is how the thing was named, and how a later question will name it.
+    A date or title that is also a run's key is reported as the date or title when it came
+    first (in one message it is read first).
     """
     generic = max(3.0, total * 0.04)
+    keys, starts = _key_layout(runs)
+    counts = Counter(keys)
+    # Each key's first position: assigning in reverse leaves the smallest index.
+    first_at = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
+    weights: dict[str, float] = {}
+    out: list[KeyPhrase] = []
+    find_run = bisect.bisect_right
+    for key, at in first_at.items():
+        r = find_run(starts, at) - 1
+        run, lead, i, at_start = runs[r]
+        count = counts[key]
+        entry = specials.pop(key, None)
+        if entry is not None:
+            count += entry[3]
+            if entry[1] <= i:
+                out.append(_phrase(entry[0], key, entry[2], count, entry[1], speakers))
+                continue
+        a, n = _span_of(at - starts[r], len(run))
+        text, score = _run_phrase(run, a, n, lead, at_start, count, weights, df, generic)
+        out.append((text, key, score, i, speakers[i]))
+    for key, entry in specials.items():
+        out.append(_phrase(entry[0], key, entry[2], entry[3], entry[1], speakers))
+    return out
+
+
+def _key_layout(runs: Sequence[_Run]) -> tuple[list[str], list[int]]:
+    """Every run's 1-3 word keys in one list, and where each run's keys start.
+
+    A run of ``k`` words lays out its ``k`` single words, then its ``k - 1`` pairs, then its
+    ``k - 2`` triples. When a run follows an article, the keys at its start keep it ("a
+    trophy", "the Wolves"): that is how the thing was named, and how a later question will
+    name it.
+    """
     keys: list[str] = []
     starts: list[int] = []
     join = " ".join
@@ -304,65 +352,56 @@ def _score(
         keys += lows
         keys += pairs
         keys += triples
-    counts = Counter(keys)
-    # Each key's first position: assigning in reverse leaves the smallest index.
-    first_at = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
+    return keys, starts
 
-    weights: dict[str, float] = {}
-    out: list[KeyPhrase] = []
-    log = math.log
-    find_run = bisect.bisect_right
-    for key, at in first_at.items():
-        r = find_run(starts, at) - 1
-        run, lead, i, at_start = runs[r]
-        length = len(run)
-        offset = at - starts[r]
-        if offset < length:
-            a, n = offset, 1
-        elif offset < 2 * length - 1:
-            a, n = offset - length, 2
-        else:
-            a, n = offset - (2 * length - 1), 3
-        count = counts[key]
-        entry = specials.pop(key, None)
-        if entry is not None:
-            count += entry[3]
-            if entry[1] <= i:  # the date or title came first (in one message it is read first)
-                out.append(_phrase(entry[0], key, entry[2], count, entry[1], speakers))
-                continue
-        if n == 1:
-            # One word: the commonest case by far.
-            _, word, low, cap, _, _ = run[a]
-            w = weights.get(low)
-            if w is None:
-                w = weights[low] = _word_weight(word, low, df, generic)
-            if cap and (a or not at_start):
-                w += 1.5
-            if a == 0 and lead:
-                score = w * (1.0 + 0.8 * log(count)) * 1.5
-                out.append((f"{lead} {word}", key, score, i, speakers[i]))
-            else:
-                out.append((word, key, w * (1.0 + 0.8 * log(count)), i, speakers[i]))
-            continue
-        acc = 0.0
-        for b in range(a, a + n):
-            _, word, low, cap, _, _ = run[b]
-            w = weights.get(low)
-            if w is None:
-                w = _word_weight(word, low, df, generic)
-                weights[low] = w
-            if cap and (b or not at_start):
-                w += 1.5
-            acc = w if b == a else acc + w
-        text = join([t[1] for t in run[a : a + n]])
+
+def _span_of(offset: int, length: int) -> tuple[int, int]:
+    """``(first word, number of words)`` of the key at ``offset`` in a run's layout."""
+    if offset < length:
+        return offset, 1
+    if offset < 2 * length - 1:
+        return offset - length, 2
+    return offset - (2 * length - 1), 3
+
+
+def _run_phrase(
+    run: list[_Token],
+    a: int,
+    n: int,
+    lead: str,
+    at_start: bool,
+    count: int,
+    weights: dict[str, float],
+    df: Counter[str],
+    generic: float,
+) -> tuple[str, float]:
+    """The text and score of words ``a .. a + n`` of ``run`` (``weights`` is a cache)."""
+    if n == 1:
+        # One word: the commonest case by far.
+        _, word, low, cap, _, _ = run[a]
+        w = weights.get(low)
+        if w is None:
+            w = weights[low] = _word_weight(word, low, df, generic)
+        if cap and (a or not at_start):
+            w += 1.5
         if a == 0 and lead:
-            text = f"{lead} {text}"
-        n_words = text.count(" ") + 1
-        score = acc * (1.0 + 0.8 * log(count)) * (1.0 + 0.5 * (n_words - 1))
-        out.append((text, key, score, i, speakers[i]))
-    for key, entry in specials.items():
-        out.append(_phrase(entry[0], key, entry[2], entry[3], entry[1], speakers))
-    return out
+            return f"{lead} {word}", w * (1.0 + 0.8 * math.log(count)) * 1.5
+        return word, w * (1.0 + 0.8 * math.log(count))
+    acc = 0.0
+    for b in range(a, a + n):
+        _, word, low, cap, _, _ = run[b]
+        w = weights.get(low)
+        if w is None:
+            w = _word_weight(word, low, df, generic)
+            weights[low] = w
+        if cap and (b or not at_start):
+            w += 1.5
+        acc = w if b == a else acc + w
+    text = " ".join([t[1] for t in run[a : a + n]])
+    if a == 0 and lead:
+        text = f"{lead} {text}"
+    n_words = text.count(" ") + 1
+    return text, acc * (1.0 + 0.8 * math.log(count)) * (1.0 + 0.5 * (n_words - 1))
 
 
 def _phrase(

@@ -1,0 +1,293 @@
+"""The summarize/asummarize template every provider adapter shares, written once.
+
+One call is a sans-I/O generator (:meth:`ProviderSummarizer._flow`): it yields the I/O it
+needs (start the call, open the stream, read the next event, close the stream) and does the
+rest itself: parsing a plain answer, folding stream events, checking cancellation and the
+deadline between chunks, and turning every exception into a failure result. The sync and
+async forms only answer those steps, through :func:`contextfold._drive.drive` and
+:func:`~contextfold._drive.adrive`, the same loops every yield protocol uses.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import inspect
+from collections.abc import Awaitable, Generator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
+
+from contextfold._drive import adrive, drive
+from contextfold.summarizers._errors import failure_from_exception
+from contextfold.summarizers.base import SummarizationResult, SummaryRequest, precheck
+from contextfold.summarizers.settings import SummarizerSettings
+
+__all__ = ["GUARD_INTERVAL", "ProviderSummarizer", "StreamAccumulator", "guard_async"]
+
+T = TypeVar("T")
+
+#: How often the async guard looks at the cancel token and the deadline, in seconds.
+GUARD_INTERVAL = 0.02
+
+_END = object()  # what reading past the last stream event gives
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One piece of I/O the call flow asks for, with the object it acts on."""
+
+    kind: Literal["start", "open", "next", "close"]
+    target: Any = None
+
+
+class _Interrupt(Exception):
+    """Carries a task cancellation or Ctrl-C through the flow, so its stream gets closed.
+
+    The drivers throw only ``Exception`` back into a generator; this wrapper lets the flow's
+    ``finally`` close the stream, then the original is raised again to the caller.
+    """
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(repr(original))
+        self.original = original
+
+
+class StreamAccumulator(Protocol):
+    """Folds a provider's stream events into one result."""
+
+    events: int
+
+    def feed(self, event: Any) -> SummarizationResult | None:
+        """Take one event; return a failure to stop early (an error event), else None."""
+        ...
+
+    @property
+    def complete(self) -> bool:
+        """True once the provider said the answer is finished."""
+        ...
+
+    def result(self) -> SummarizationResult:
+        """The verdict once the stream is over (``truncated`` when it never finished)."""
+        ...
+
+
+def _close_sync(stream: Any) -> None:
+    close = getattr(stream, "close", None)
+    if callable(close):
+        with contextlib.suppress(Exception):
+            close()
+
+
+async def _close_async(stream: Any) -> None:
+    # ``aclose`` first: LiteLLM's async wrapper has both, and only ``aclose`` awaits the
+    # provider stream's own close (the SDKs' async streams have an async ``close``).
+    close = getattr(stream, "aclose", None) or getattr(stream, "close", None)
+    if callable(close):
+        try:
+            outcome = close()
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:
+            pass
+
+
+async def guard_async(
+    work: Awaitable[T],
+    request: SummaryRequest,
+    *,
+    provider: str,
+    model: str | None,
+) -> T | SummarizationResult:
+    """Await ``work`` but give up as soon as the request is cancelled or its deadline passes.
+
+    Without a cancel token or a deadline the work is awaited directly. Otherwise it runs as
+    a task that is cancelled (closing its HTTP stream) the moment the token fires or the
+    deadline passes, so an async caller never waits for the next chunk to notice.
+    """
+    if request.cancel is None and request.deadline is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            wait = GUARD_INTERVAL
+            left = request.remaining()
+            if left is not None:
+                wait = min(wait, left)
+            done, _ = await asyncio.wait({task}, timeout=max(wait, 0.0))
+            if task in done:
+                return task.result()
+            if request.cancelled or request.expired:
+                break
+    except BaseException:
+        task.cancel()
+        raise
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+    if request.cancelled:
+        reason = request.cancel.reason if request.cancel is not None else None
+        return SummarizationResult.failure(f"{provider}: {reason or 'cancelled'}", "aborted")
+    return SummarizationResult.failure(
+        f"{provider}: deadline passed before the answer arrived", "timeout", model=model
+    )
+
+
+class ProviderSummarizer(abc.ABC):
+    """The summarize/asummarize template every provider adapter shares.
+
+    Subclasses say how to start a call (:meth:`_start` / :meth:`_astart`), how to read a
+    plain answer (:meth:`_parse`) and how to fold a stream (:meth:`_accumulator`). This
+    class does the rest once: the pre-checks, cancellation and deadline checks between
+    chunks, closing the stream, and turning every exception into a failure result.
+    """
+
+    provider: ClassVar[str] = "provider"
+    model: str
+    settings: SummarizerSettings
+
+    @property
+    def stream(self) -> bool:
+        """True when answers are streamed (``settings.stream``)."""
+        return self.settings.stream
+
+    @abc.abstractmethod
+    def _start(self, request: SummaryRequest) -> Any:
+        """Send the request synchronously; a response object or an iterable stream."""
+
+    @abc.abstractmethod
+    async def _astart(self, request: SummaryRequest) -> Any:
+        """Send the request asynchronously; a response object or an async stream."""
+
+    @abc.abstractmethod
+    def _parse(self, response: Any) -> SummarizationResult:
+        """The result of a plain (non-streamed) answer."""
+
+    @abc.abstractmethod
+    def _accumulator(self) -> StreamAccumulator:
+        """A fresh fold for one streamed answer."""
+
+    def _fail(
+        self, exc: BaseException, request: SummaryRequest, acc: StreamAccumulator | None
+    ) -> SummarizationResult:
+        if acc is not None and acc.complete and not request.cancelled:
+            return acc.result()  # the answer was whole; only the tail of the stream broke
+        return failure_from_exception(
+            exc,
+            request,
+            provider=self.provider,
+            model=self.model,
+            streamed=acc is not None and acc.events > 0,
+        )
+
+    def _cancelled(self, request: SummaryRequest) -> SummarizationResult | None:
+        """``aborted`` when the caller cancelled: even a finished answer is then dropped."""
+        if request.cancelled:
+            reason = request.cancel.reason if request.cancel is not None else None
+            return SummarizationResult.failure(
+                f"{self.provider}: {reason or 'cancelled'}", "aborted", model=self.model
+            )
+        return None
+
+    def _interrupted(self, request: SummaryRequest) -> SummarizationResult | None:
+        """Between stream chunks: cancelled, or past the deadline with the answer unfinished."""
+        cancelled = self._cancelled(request)
+        if cancelled is not None:
+            return cancelled
+        if request.expired:
+            return SummarizationResult.failure(
+                f"{self.provider}: deadline passed while the answer was streaming",
+                "timeout",
+                model=self.model,
+            )
+        return None
+
+    def _flow(self, request: SummaryRequest) -> Generator[_Step, Any, SummarizationResult]:
+        """One call, sans I/O: yields the steps to perform and receives their outcome.
+
+        An exception raised by a step comes back at its ``yield`` and becomes a failure
+        result; the stream is closed whichever way the reading ends.
+        """
+        acc: StreamAccumulator | None = None
+        try:
+            answer = yield _Step("start")
+            if not self.stream:
+                return self._cancelled(request) or self._parse(answer)
+            acc = self._accumulator()
+            try:
+                events = yield _Step("open", answer)
+                while (event := (yield _Step("next", events))) is not _END:
+                    stop = self._interrupted(request) or acc.feed(event)
+                    if stop is not None:
+                        return stop
+            finally:
+                yield _Step("close", answer)
+            return self._cancelled(request) or acc.result()
+        except _Interrupt:
+            raise
+        except Exception as exc:
+            return self._fail(exc, request, acc)
+
+    def _perform(self, request: SummaryRequest, step: _Step) -> Any:
+        """Do ``step`` synchronously."""
+        try:
+            if step.kind == "start":
+                return self._start(request)
+            if step.kind == "open":
+                return iter(step.target)
+            if step.kind == "next":
+                return next(step.target, _END)
+            _close_sync(step.target)
+            return None
+        except Exception:
+            raise
+        except BaseException as exc:
+            raise _Interrupt(exc) from exc
+
+    async def _aperform(self, request: SummaryRequest, step: _Step) -> Any:
+        """Do ``step`` asynchronously."""
+        try:
+            if step.kind == "start":
+                return await self._astart(request)
+            if step.kind == "open":
+                return aiter(step.target)
+            if step.kind == "next":
+                return await anext(step.target, _END)
+            await _close_async(step.target)
+            return None
+        except Exception:
+            raise
+        except BaseException as exc:
+            raise _Interrupt(exc) from exc
+
+    def summarize(self, request: SummaryRequest, /) -> SummarizationResult:
+        """Ask the provider for a summary; never raises for provider failures.
+
+        A cancel token or a deadline is checked before the call and between stream chunks
+        (the stream is then closed); the deadline also bounds each network read. An answer
+        that arrived whole is kept even if the deadline passed meanwhile (it is paid for);
+        a cancelled request drops it.
+        """
+        early = precheck(request)
+        if early is not None:
+            return early
+        try:
+            return drive(self._flow(request), partial(self._perform, request))
+        except _Interrupt as stop:
+            raise stop.original from None
+
+    async def asummarize(self, request: SummaryRequest, /) -> SummarizationResult:
+        """Async form of :meth:`summarize`; cancellation and the deadline act immediately."""
+        early = precheck(request)
+        if early is not None:
+            return early
+        return await guard_async(
+            self._arun(request), request, provider=self.provider, model=self.model
+        )
+
+    async def _arun(self, request: SummaryRequest) -> SummarizationResult:
+        try:
+            return await adrive(self._flow(request), partial(self._aperform, request))
+        except _Interrupt as stop:
+            raise stop.original from None
