@@ -19,6 +19,7 @@ from contextfold.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from contextfold.paths import file_operations
 from contextfold.summarizers import (
     CancelToken,
     FunctionSummarizer,
@@ -27,11 +28,7 @@ from contextfold.summarizers import (
     Usage,
     stream_function_summarizer,
 )
-from contextfold.summarizers._serialize import (
-    file_operations,
-    serialize_transcript,
-    truncate_middle,
-)
+from contextfold.summarizers._serialize import serialize_transcript, truncate_middle
 from contextfold.summarizers.prompts import (
     CHECKPOINT_SECTIONS,
     DEFAULT_PROMPTS,

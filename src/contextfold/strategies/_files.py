@@ -14,7 +14,7 @@ from typing import Any
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.framing import escape_text
 from contextfold.messages import Message
-from contextfold.summarizers._serialize import file_operations
+from contextfold.paths import file_operations
 from contextfold.summarizers.base import SummarizationResult
 
 __all__ = ["FileTrail"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from contextfold.errors import ConfigError
-from contextfold.summarizers._serialize import file_operations
+from contextfold.paths import file_operations
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest, Usage, precheck
 from contextfold.summarizers.extractive._collect import collect
 from contextfold.summarizers.extractive._items import (
