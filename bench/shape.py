@@ -7,7 +7,8 @@ Counts:
 
 * modules over 450 lines;
 * functions (and methods) over 60 lines, decorators and docstrings included;
-* hand-written generator driver loops (``except StopIteration`` handlers);
+* hand-written generator driver loops (``except StopIteration`` handlers) outside
+  ``_drive.py``, the one driver module;
 * private names imported across packages: a ``_name`` imported from outside the module that
   defines it, or a ``_module`` imported from outside the package that holds it;
 * ``isinstance`` checks on a concrete strategy class outside ``strategies/``;
@@ -86,7 +87,7 @@ def measure() -> dict[str, object]:
                 size = (node.end_lineno or node.lineno) - first + 1
                 if size > FUNCTION_LIMIT:
                     long_functions.append((f"{rel}:{node.lineno} {node.name}", size))
-            elif isinstance(node, ast.ExceptHandler):
+            elif isinstance(node, ast.ExceptHandler) and path.name != "_drive.py":
                 kind = node.type
                 names = kind.elts if isinstance(kind, ast.Tuple) else [kind]
                 if any(isinstance(n, ast.Name) and n.id == "StopIteration" for n in names):

@@ -223,13 +223,7 @@ class SummaryCompactor(FrozenConfig):
         if keep < 1:
             # A single turn over the character budget: nothing older to fold.
             return ctx.fallback("a single turn is over the budget: nothing older to fold", None)
-        k = bounds[nturns - keep]
-        if budget_chars is not None:
-            # Keep fewer recent turns when they alone are over the budget: better summarized
-            # than dropped.
-            while keep > 1 and prefix_chars + char_size(history[k:]) > budget_chars:
-                keep -= 1
-                k = bounds[nturns - keep]
+        keep, k = _recent_cut(ctx, bounds, keep)
         if st.guard.tripped:
             return ctx.fallback(st.guard.describe(), None)
         _check_cancel(cancel)
@@ -263,6 +257,20 @@ def _require_fit(st: PlanState, budget_chars: int | None, prefix_chars: int) -> 
             budget=budget_chars,
             required=need,
         )
+
+
+def _recent_cut(ctx: CharFit, bounds: Sequence[int], keep: int) -> tuple[int, int]:
+    """How many recent turns stay verbatim, and where they start.
+
+    Fewer recent turns are kept when they alone are over the budget: better summarized than
+    dropped.
+    """
+    history, budget = ctx.plan.history, ctx.budget_chars
+    k = bounds[len(bounds) - keep]
+    while budget is not None and keep > 1 and ctx.prefix_chars + char_size(history[k:]) > budget:
+        keep -= 1
+        k = bounds[len(bounds) - keep]
+    return keep, k
 
 
 def _check_cancel(cancel: CancelToken | None) -> None:
