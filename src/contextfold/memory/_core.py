@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from contextfold._drive import drive, relay
+from contextfold._drive import relay
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConflictError, StoreError
 from contextfold.memory._context import Context, ContextPlan
@@ -35,7 +35,7 @@ from contextfold.strategies.base import (
     bounded_window,
     checkpoint_applies,
     counts_tools,
-    placeholder_summary,
+    dry_run,
 )
 from contextfold.summarizers.base import SummarizationResult
 from contextfold.tokens.base import TokenCounter
@@ -366,7 +366,13 @@ class MemoryCore:
         while True:
             history = yield from self._load_history(last, stored)
             if dry:
-                result = _dry_plan(self.strategy, history, self.counter, self.state)
+                result = dry_run(
+                    self.strategy,
+                    history.messages,
+                    counter=self.counter,
+                    checkpoint=history.checkpoint,
+                    state=self.state,
+                )
                 break
             plan = self.strategy.plan(
                 history.messages,
@@ -573,26 +579,6 @@ def _covers_all(seqs: Sequence[int], last: int) -> bool:
 
 def _cid(ckpt: CheckpointRecord | None) -> str | None:
     return None if ckpt is None else ckpt.id
-
-
-def _dry_plan(
-    strategy: Strategy, history: _History, counter: TokenCounter, state: StrategyState
-) -> StrategyResult:
-    """Run the strategy answering every summary call with a placeholder."""
-    calls = 0
-
-    def answer(call: SummaryCall) -> SummarizationResult:
-        nonlocal calls
-        calls += 1
-        return placeholder_summary(call)
-
-    gen = strategy.plan(
-        history.messages, counter=counter, checkpoint=history.checkpoint, state=state
-    )
-    result = drive(gen, answer)
-    if result.summary_calls < calls:
-        result = _replace_result(result, summary_calls=calls)
-    return result
 
 
 def _replace_result(result: StrategyResult, **changes: Any) -> StrategyResult:

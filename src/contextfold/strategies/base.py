@@ -23,6 +23,7 @@ test for a concrete strategy class.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, TypeGuard, TypeVar, cast, runtime_checkable
@@ -432,11 +433,23 @@ def dry_run(
 
     The result shows what would be kept, dropped and summarized; its token figures are
     projections (the real summary's length is unknown until it is written).
+    ``summary_calls`` counts the calls the plan would make, even for a strategy that does
+    not count them itself.
     """
+    calls = 0
+
+    def answer(call: SummaryCall) -> SummarizationResult:
+        nonlocal calls
+        calls += 1
+        return placeholder_summary(call)
+
     gen = strategy.plan(
         messages, counter=_default_counter(counter), checkpoint=checkpoint, state=state
     )
-    return drive(gen, placeholder_summary)
+    result = drive(gen, answer)
+    if result.summary_calls < calls:
+        result = dataclasses.replace(result, summary_calls=calls)
+    return result
 
 
 def placeholder_summary(call: SummaryCall) -> SummarizationResult:
