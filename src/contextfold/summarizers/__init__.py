@@ -9,8 +9,9 @@ imported lazily on first access, so importing this package never imports an SDK.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from contextfold._lazy import lazy_exports
 from contextfold.summarizers.base import (
     AsyncSummarizer,
     CancelToken,
@@ -46,23 +47,11 @@ __all__ = [
     "stream_function_summarizer",
 ]
 
-_LAZY = {
-    "OpenAISummarizer": "contextfold.summarizers.openai",
-    "AnthropicSummarizer": "contextfold.summarizers.anthropic",
-    "LiteLLMSummarizer": "contextfold.summarizers.litellm",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "OpenAISummarizer": "contextfold.summarizers.openai",
+        "AnthropicSummarizer": "contextfold.summarizers.anthropic",
+        "LiteLLMSummarizer": "contextfold.summarizers.litellm",
+    },
+)
