@@ -51,7 +51,7 @@ def main() -> int:
         memory.add(Message.assistant(reply))
 
     print(reply)
-    s = ctx.stats
+    s = ctx.stats  # complete: this memory appended every message, so it knows the total
     print(
         f"\nsent {s.current_tokens} of {s.total_tokens} tokens "
         f"(saved {s.tokens_saved}, summary: {s.is_summarized}, fallback: {s.fallback_reason})",

@@ -33,12 +33,14 @@ def main(db: str) -> None:
     with ConversationMemory.open(
         f"sqlite:///{db}", conversation_id="maria-okafor", strategy=strategy
     ) as memory:
-        if not memory.messages:
+        if not memory.read_messages():
             history = formats.load(json.loads((HERE / "support_chat.json").read_text()))
             memory.extend(history)
         memory.add(Message.user("Is refund RF-7720 still on track?"))
         ctx = memory.build_context()
-        s = ctx.stats
+        # On a rerun this memory did not write the stored history, so the stats leave its
+        # total unknown (None) rather than read the whole log; count it explicitly.
+        s = memory.count_totals(ctx.stats)
         state = "new" if s.compacted else "reused"
         print(
             f"{s.message_count} stored messages -> {s.context_message_count} sent, "

@@ -2,11 +2,12 @@
 and every command's ``--help``.
 
 Blocks of one page run in order in one namespace, in a scratch directory holding a copy of
-``examples/``, so a page reads like a session. A block preceded by the line
-``<!-- not-executed: <reason> -->`` is skipped; the reason must say why it cannot run here
-(for example, it needs a real API key or the network). Blocks that talk to a provider run
-against the local wire servers in ``tests/wire`` through the SDKs' standard environment
-variables.
+``examples/``, so a page reads like a session. The README's blocks run in an empty scratch
+directory, twice, and must print the same both times: a reader may paste them anywhere.
+A block preceded by the line ``<!-- not-executed: <reason> -->`` is skipped; the reason
+must say why it cannot run here (for example, it needs a real API key or the network).
+Blocks that talk to a provider run against the local wire servers in ``tests/wire``
+through the SDKs' standard environment variables.
 """
 
 from __future__ import annotations
@@ -28,20 +29,56 @@ from contextfold.cli import build_parser, main
 from shared_data import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+OPEN = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\s]*)")
 SKIP = re.compile(r"<!-- not-executed: (.+?) -->\s*$")
+PYTHON = {"python", "py", "python3", "pycon"}
+NOT_CODE = {"", "sh", "bash", "console", "text", "json", "jsonl", "toml", "yaml"}
+
+
+def fenced_blocks(page: Path) -> list[tuple[int, str, str, str]]:
+    """(line, language, code, line before) for every fenced block of ``page``.
+
+    A line scanner rather than one regular expression, so no Python block hides from the
+    test by its language tag (``py``, ``python3``), its indentation or a ``~~~`` fence.
+    """
+    lines = page.read_text().split("\n")
+    out = []
+    i = 0
+    while i < len(lines):
+        m = OPEN.match(lines[i])
+        if m is None:
+            i += 1
+            continue
+        indent, fence = len(m["indent"]), m["fence"]
+        start = i
+        body: list[str] = []
+        i += 1
+        while i < len(lines) and not lines[i].strip().startswith(fence):
+            body.append(lines[i][indent:] if lines[i][:indent].isspace() else lines[i])
+            i += 1
+        before = next((lines[k] for k in range(start - 1, -1, -1) if lines[k].strip()), "")
+        out.append((start + 1, m["info"].lower(), "\n".join(body) + "\n", before))
+        i += 1
+    return out
 
 
 def python_blocks(page: Path) -> list[tuple[int, str, str | None]]:
-    """(line, code, skip reason) for each ```python block of ``page``."""
-    text = page.read_text()
+    """(line, code, skip reason) for each Python block of ``page``."""
     out = []
-    for m in FENCE.finditer(text):
-        line = text.count("\n", 0, m.start()) + 1
-        before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
-        skip = SKIP.search(before)
-        out.append((line, m.group(1), skip.group(1) if skip else None))
+    for line, language, code, before in fenced_blocks(page):
+        if language in PYTHON:
+            skip = SKIP.search(before)
+            out.append((line, code, skip.group(1) if skip else None))
     return out
+
+
+def test_every_fenced_block_is_python_or_not_code() -> None:
+    for page in PAGES:
+        for line, language, _, _ in fenced_blocks(page):
+            assert language in PYTHON | NOT_CODE, f"{page.name}:{line}: fence {language!r}"
+    readme = python_blocks(ROOT / "README.md")
+    assert readme, "the README quick start is collected"
+    assert sum(len(python_blocks(p)) for p in PAGES) >= 24  # every block as of this writing
 
 
 @pytest.fixture
@@ -82,14 +119,30 @@ def test_every_page_has_executed_examples() -> None:
     assert len(skipped) <= 3, f"keep not-executed blocks rare: {skipped}"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
-def test_page_examples_run(page: Path, sandbox: Path) -> None:
+def run_page(page: Path) -> None:
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
     for line, code, skip in python_blocks(page):
         if skip is not None:
             compile(code, f"{page.name}:{line}", "exec")  # still must be valid Python
             continue
         exec(compile(code, f"{page.name}:{line}", "exec"), namespace)
+
+
+@pytest.mark.parametrize("page", PAGES[1:], ids=lambda p: p.name)
+def test_page_examples_run(page: Path, sandbox: Path) -> None:
+    run_page(page)
+
+
+def test_readme_runs_anywhere_and_twice_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)  # empty: no examples/ next to it
+    outputs = []
+    for _ in range(2):
+        run_page(ROOT / "README.md")
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0].strip()
+    assert outputs[0] == outputs[1]
 
 
 # -- the example scripts -------------------------------------------------------------------

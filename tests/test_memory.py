@@ -17,7 +17,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextfold.checkpoints import CheckpointRecord
-from contextfold.errors import BudgetError, ConflictError, FormatError, PairingError, StoreError
+from contextfold.errors import (
+    BudgetError,
+    ConfigError,
+    ConflictError,
+    FormatError,
+    PairingError,
+    StoreError,
+)
 from contextfold.memory import Context, ContextPlan, ConversationMemory, MemoryStats
 from contextfold.messages import Message, ToolCallPart
 from contextfold.stores.base import StoredMessage
@@ -298,7 +305,7 @@ def test_plan_calls_no_summarizer_and_persists_nothing() -> None:
     ctx = memory.build_context()
     assert fake.calls > 0
     kept_seqs = [s for r in plan.kept for s in r]
-    full = memory.messages
+    full = memory.read_messages()
     assert ids(full[s - 1] for s in kept_seqs[1:]) == ids(ctx.messages[1:])  # type: ignore[arg-type]
 
 
@@ -392,7 +399,7 @@ def test_strategies_honour_the_checkpoint_contract(kind: str) -> None:
     assert ckpt is not None
     direct = run(
         make_strategy(kind, FakeSummarizer(SUMMARY)),
-        memory.messages,
+        memory.read_messages(),
         counter=memory.counter,
         checkpoint=ckpt,
     )
@@ -526,7 +533,7 @@ def test_commit_conflict_reloads_and_rebuilds_once() -> None:
         if not rival:
             rec = CheckpointRecord(
                 summary="the rival summary",
-                last_covered_id=other.messages[20].id,
+                last_covered_id=other.read_messages()[20].id,
                 strategy="hybrid",
                 last_covered_seq=21,
             )
@@ -565,7 +572,7 @@ def test_a_second_conflict_is_raised() -> None:
     memory.extend(seed)
     with pytest.raises(ConflictError):
         memory.build_context()
-    assert memory.messages == seed  # nothing stored was lost
+    assert memory.read_messages() == seed  # nothing stored was lost
 
 
 class SlowSummarizer:
@@ -592,7 +599,7 @@ async def test_a_cancelled_build_changes_nothing() -> None:
         await task
     cid = memory.conversation_id
     assert store.checkpoints(cid) == []
-    assert len(await memory.amessages()) == 61  # nothing stored was touched
+    assert len(await memory.aread_messages()) == 61  # nothing stored was touched
     with store.compaction_lock(cid) as taken:
         assert taken  # released on cancellation
     again = ConversationMemory(
@@ -644,9 +651,9 @@ def test_threads_sharing_one_memory_wait_for_each_other(tmp_path: Path) -> None:
         t.join(30)
     assert errors == []
     final = memory.build_context()
-    expected = run(SlidingWindow(300), memory.messages, counter=memory.counter)
+    expected = run(SlidingWindow(300), memory.read_messages(), counter=memory.counter)
     assert ids(final) == ids(expected.messages)
-    assert final.stats.total_tokens == memory.counter.count_messages(memory.messages)
+    assert final.stats.total_tokens == memory.counter.count_messages(memory.read_messages())
     memory.store.close()
 
 
@@ -669,8 +676,9 @@ def test_open_restores_a_sqlite_conversation(tmp_path: Path) -> None:
     ctx = reopened.build_context()
     assert fake.calls == calls  # the stored checkpoint is reused after a restart
     assert texts(ctx) == texts(before)
-    assert len(reopened.messages) == 61
-    assert ctx.stats.total_tokens == before.stats.total_tokens
+    assert len(reopened.read_messages()) == 61
+    assert ctx.stats.total_tokens is None  # built on the checkpoint: the total needs a read
+    assert reopened.count_totals(ctx.stats).total_tokens == before.stats.total_tokens
     reopened.store.close()
 
 
@@ -682,11 +690,11 @@ async def test_aopen_restores(tmp_path: Path) -> None:
     memory = await ConversationMemory.aopen(store, conversation_id="c")
     ctx = await memory.abuild_context()
     assert len(ctx) == 11
-    assert await memory.amessages() == await writer.amessages()
+    assert await memory.aread_messages() == await writer.aread_messages()
     store.close()
 
 
-def test_total_tokens_of_an_opened_conversation_is_lazy() -> None:
+def test_total_tokens_of_an_opened_conversation_are_counted_on_request() -> None:
     store = CountingStore()
     counter = ApproxCounter()
     history = chat(400)
@@ -697,22 +705,82 @@ def test_total_tokens_of_an_opened_conversation_is_lazy() -> None:
     store.rows_read = 0
     ctx = memory.build_context()
     assert store.rows_read <= 64  # a page around the window, not 801 messages
+    # Unknown without reading the log, and reading a stat never reads it.
     store.rows_read = 0
-    assert ctx.stats.total_tokens == counter.count_messages(history)  # counted on demand
+    plain = ctx.stats
+    assert plain.total_tokens is None
+    assert plain.tokens_saved is None
+    assert plain.compression_ratio is None
+    assert plain.lifetime_tokens_saved is None
+    assert plain.as_dict()["total_tokens"] is None
+    assert store.rows_read == 0
+    counted = memory.count_totals(plain)
     assert store.rows_read >= len(history)
-    assert ctx.stats.tokens_saved == ctx.stats.total_tokens - ctx.stats.current_tokens
+    assert counted.total_tokens == counter.count_messages(history)
+    assert counted.tokens_saved == counted.total_tokens - counted.current_tokens
+    assert counted.lifetime_tokens_saved == counted.tokens_saved
+    assert counted.current_tokens == plain.current_tokens
+    assert plain.total_tokens is None  # the snapshot handed out does not change
+    store.rows_read = 0
+    assert memory.count_totals(counted) is counted  # already complete: no read
+    assert memory.count_totals(plain).total_tokens == counted.total_tokens
+    assert store.rows_read == 0
     # Kept up to date from then on, reading only what is new.
     memory.add(Message.user("one more"))
-    store.rows_read = 0
     s2 = memory.build_context().stats
     assert s2.total_tokens == counter.count_messages([*history, Message.user("one more")])
     assert store.rows_read == 0
-    assert s2.lifetime_tokens_saved == ctx.stats.tokens_saved + s2.tokens_saved
+    assert s2.tokens_saved is not None
+    assert counted.tokens_saved is not None
+    assert s2.lifetime_tokens_saved == counted.tokens_saved + s2.tokens_saved
     # Once totals are known, the lifetime ledger holds no per-build state.
     for _ in range(3):
         memory.add(Message.user("again"))
         memory.build_context()
     assert memory._core.ledger.pending == []
+
+
+def test_a_memory_that_wrote_the_log_knows_its_totals_without_reading() -> None:
+    store = CountingStore()
+    counter = ApproxCounter()
+    memory = ConversationMemory(
+        store=store, conversation_id="new", strategy=SlidingWindow(200), counter=counter
+    )
+    memory.extend(chat(100))  # the first seq is 1: this memory has seen every message
+    store.rows_read = 0
+    stats = memory.build_context().stats
+    assert stats.total_tokens == counter.count_messages(chat(100))
+    assert stats.lifetime_tokens_saved == stats.tokens_saved
+    assert store.rows_read <= 64
+    assert memory.count_totals(stats) is stats
+
+
+def test_count_totals_of_a_plan_cleared_or_foreign_stats() -> None:
+    store = CountingStore()
+    store.append("long", chat(100))
+    memory = ConversationMemory.open(store, conversation_id="long", strategy=SlidingWindow(300))
+    plan = memory.plan()
+    assert plan.stats.total_tokens is None
+    counted = memory.count_totals(plan.stats)
+    assert counted.total_tokens == memory.counter.count_messages(chat(100))
+    assert counted.lifetime_tokens_saved == counted.tokens_saved  # projected, not recorded
+    assert memory.stats is None
+    other = ConversationMemory(store=store, conversation_id="long")
+    with pytest.raises(ConfigError) as info:
+        other.count_totals(counted)
+    assert info.value.argument == "stats"
+    built = memory.build_context().stats
+    memory.clear()
+    with pytest.raises(StoreError, match="cleared"):
+        memory.count_totals(built)  # never counts a log it did not build from
+
+
+def test_messages_is_a_method_now() -> None:
+    memory = ConversationMemory()
+    memory.add(Message.user("hi"))
+    assert texts(memory.read_messages()) == ["hi"]
+    with pytest.raises(AttributeError, match="read_messages"):
+        _ = memory.messages
 
 
 # -- reading cost ----------------------------------------------------------------------------
@@ -781,7 +849,8 @@ def test_windowed_reads_build_what_the_full_history_builds(
         assert ctx.stats.dropped_count == expected.dropped_count
         assert ctx.stats.context_message_count + ctx.stats.dropped_count == len(full)
         assert ctx.stats.current_tokens == expected.tokens <= budget
-        assert ctx.stats.total_tokens == reader.counter.count_messages(full)
+        total = reader.count_totals(ctx.stats).total_tokens  # appended by another handle
+        assert total == reader.counter.count_messages(full)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -833,7 +902,7 @@ def test_budget_error_propagates() -> None:
     memory.add(Message.user("hi"))
     with pytest.raises(BudgetError):
         memory.build_context()
-    assert len(memory.messages) == 2
+    assert len(memory.read_messages()) == 2
 
 
 def test_pairing_error_propagates() -> None:
@@ -883,13 +952,23 @@ def test_bad_input_is_rejected_without_writing() -> None:
         memory.add({"role": "user", "content": "hi"})  # type: ignore[arg-type]
     with pytest.raises(FormatError):
         memory.extend([Message.user("ok"), "not a message"])  # type: ignore[list-item]
-    assert memory.messages == []
-    with pytest.raises(FormatError):
-        ConversationMemory(conversation_id="")
-    with pytest.raises(StoreError):
-        ConversationMemory(store=42)  # type: ignore[arg-type]
-    with pytest.raises(FormatError):
-        ConversationMemory(strategy=object())  # type: ignore[arg-type]
+    assert memory.read_messages() == []
+    for kwargs, shown in (
+        ({"conversation_id": ""}, "''"),
+        ({"conversation_id": 7}, "7"),
+        ({"store": 42}, "int"),
+        ({"strategy": object()}, "object"),
+        ({"lock_ttl": 0}, "0"),
+        ({"lock_ttl": "soon"}, "'soon'"),
+        ({"lock_ttl": True}, "True"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            ConversationMemory(**kwargs)  # type: ignore[arg-type]
+        (argument,) = kwargs
+        assert info.value.argument == argument  # names the argument and the value
+        assert argument in str(info.value)
+        assert shown in str(info.value)
+        assert isinstance(info.value, ValueError)
 
 
 def test_clear_starts_an_empty_conversation(store: Any) -> None:
@@ -897,7 +976,7 @@ def test_clear_starts_an_empty_conversation(store: Any) -> None:
     memory.extend(chat(30))
     old = memory.build_context().stats
     memory.clear()
-    assert memory.messages == []
+    assert memory.read_messages() == []
     assert memory.stats is None
     assert store.latest_checkpoint(memory.conversation_id) is None
     memory.add(Message.user("fresh start"))
@@ -917,7 +996,7 @@ def test_a_clear_elsewhere_is_noticed() -> None:
     other.add(Message.user("a new start"))
     ctx = memory.build_context()
     assert texts(ctx) == ["a new start"]
-    assert ctx.stats.total_tokens == memory.counter.count_messages(other.messages)
+    assert ctx.stats.total_tokens == memory.counter.count_messages(other.read_messages())
 
 
 def test_empty_conversation_builds_an_empty_context() -> None:
@@ -1117,10 +1196,13 @@ async def test_async_only_store() -> None:
     fresh = await ConversationMemory.aopen(store, conversation_id="c", strategy=SlidingWindow(100))
     stats = (await fresh.abuild_context()).stats
     assert stats.context_message_count < 41
-    with pytest.raises(StoreError, match="acount_history"):
-        _ = stats.total_tokens  # counting would need a sync read
-    assert await fresh.acount_history() == fresh.counter.count_messages(chat(20))
-    assert stats.total_tokens == fresh.counter.count_messages(chat(20))
+    assert stats.total_tokens is None  # reading it does no I/O, sync or not
+    with pytest.raises(StoreError, match="async-only"):
+        fresh.count_totals(stats)  # counting would need a sync read
+    counted = await fresh.acount_totals(stats)
+    assert counted.total_tokens == fresh.counter.count_messages(chat(20))
+    assert await fresh.acount_history() == counted.total_tokens
+    assert fresh.count_totals(stats).total_tokens == counted.total_tokens  # known: no I/O
 
 
 async def test_sync_only_store_serves_async_calls() -> None:
@@ -1146,7 +1228,7 @@ def test_url_store_is_owned_and_closed(tmp_path: Path) -> None:
     with pytest.raises(StoreError):
         memory.store.last_seq("c")  # closed with the memory
     other = ConversationMemory.open(url, conversation_id="c")
-    assert len(other.messages) == 5
+    assert len(other.read_messages()) == 5
     other.close()
 
 

@@ -24,6 +24,54 @@ def test_all_is_sorted_and_complete() -> None:
         assert isinstance(getattr(contextfold, name), types.ModuleType), name
 
 
+def test_public_names_report_the_public_module() -> None:
+    # Reprs, tracebacks and docs show `contextfold.ConversationMemory`, not the private module.
+    for name in contextfold.__all__:
+        if name.startswith("__"):
+            continue
+        assert getattr(contextfold, name).__module__ == "contextfold", name
+    assert repr(contextfold.ConversationMemory) == "<class 'contextfold.ConversationMemory'>"
+
+
+def test_root_exports_what_strategies_and_summarizers_speak() -> None:
+    from contextfold.errors import ConfigError
+    from contextfold.strategies import SummaryCall
+    from contextfold.summarizers import AsyncSummarizer
+
+    assert contextfold.SummaryCall is SummaryCall
+    assert contextfold.AsyncSummarizer is AsyncSummarizer
+    assert contextfold.ConfigError is ConfigError
+
+
+def test_lazy_exports_share_one_mechanism() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        import contextfold.stores as stores
+        import contextfold.summarizers as summarizers
+        for package, name, module in (
+            (stores, "PostgresStore", "contextfold.stores.postgres"),
+            (summarizers, "OpenAISummarizer", "contextfold.summarizers.openai"),
+        ):
+            assert name in dir(package) and name in package.__all__
+            assert module not in sys.modules, module
+            value = getattr(package, name)
+            assert value is getattr(sys.modules[module], name)
+            assert vars(package)[name] is value  # cached: later reads are plain lookups
+        try:
+            stores.NoSuchStore
+        except AttributeError as exc:
+            assert "contextfold.stores" in str(exc) and "NoSuchStore" in str(exc)
+        else:
+            raise AssertionError("no AttributeError")
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
 def test_import_needs_no_optional_dependency() -> None:
     code = textwrap.dedent(
         f"""

@@ -8,6 +8,10 @@ Everything else lives in its concept's subpackage: :mod:`contextfold.formats`,
 :mod:`contextfold.tokens`, :mod:`contextfold.strategies`, :mod:`contextfold.summarizers`,
 :mod:`contextfold.stores`. Importing this package does no I/O and needs no optional
 dependency.
+
+Every name in ``__all__`` reports this package as its ``__module__`` (the tail of this file),
+so reprs, tracebacks and generated docs show ``contextfold.ConversationMemory`` rather than
+the private module that defines it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import (
     BudgetError,
     CancelledError,
+    ConfigError,
     ConflictError,
     ContextfoldError,
     FormatError,
@@ -45,10 +50,12 @@ from contextfold.strategies import (
     Strategy,
     StrategyResult,
     Summarization,
+    SummaryCall,
     SummaryCompactor,
     SummaryPlacement,
 )
 from contextfold.summarizers import (
+    AsyncSummarizer,
     CancelToken,
     ExtractiveSummarizer,
     FunctionSummarizer,
@@ -63,11 +70,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApproxCounter",
+    "AsyncSummarizer",
     "BudgetError",
     "CancelToken",
     "CancelledError",
     "Checkpoint",
     "CheckpointRecord",
+    "ConfigError",
     "ConflictError",
     "Context",
     "ContextPlan",
@@ -94,6 +103,7 @@ __all__ = [
     "SummarizationResult",
     "Summarizer",
     "SummarizerError",
+    "SummaryCall",
     "SummaryCompactor",
     "SummaryPlacement",
     "SummaryRequest",
@@ -108,3 +118,11 @@ __all__ = [
     "open_store",
     "trim_to_token_budget",
 ]
+
+# Public names report their public module (as httpx does): `contextfold.Message`, not
+# `contextfold.messages.Message`. Type aliases (Part, Role) take the attribute too.
+__locals = locals()
+for __name in __all__:
+    if not __name.startswith("__"):
+        setattr(__locals[__name], "__module__", "contextfold")  # noqa: B010
+del __locals, __name

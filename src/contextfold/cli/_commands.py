@@ -93,9 +93,14 @@ def _stats_dict(result: Any, *, budget: int, messages_in: int) -> dict[str, Any]
     }
 
 
-def _memory_stats_dict(context: Any, *, budget: int) -> dict[str, Any]:
-    """Stats of a :class:`~contextfold.memory.Context`, named as in :func:`_stats_dict`."""
-    st = context.stats
+def _memory_stats_dict(memory: ConversationMemory, context: Any, *, budget: int) -> dict[str, Any]:
+    """Stats of a :class:`~contextfold.memory.Context`, named as in :func:`_stats_dict`.
+
+    The table reports tokens before and saved, so the totals are counted (one read of the
+    stored log when the memory did not write all of it itself).
+    """
+    st = memory.count_totals(context.stats)
+    assert st.compression_ratio is not None  # counted just above
     return {
         "strategy": st.strategy,
         "budget": budget,
@@ -200,7 +205,7 @@ def _compact_with_store(
         if stored < len(messages):
             memory.extend(messages[stored:])
         context = memory.build_context()
-        stats = _memory_stats_dict(context, budget=args.budget)
+        stats = _memory_stats_dict(memory, context, budget=args.budget)
     return context, stats, len(messages) - stored
 
 
@@ -620,7 +625,7 @@ def cmd_log_context(args: argparse.Namespace) -> int:
         if memory.store.last_seq(args.conversation) == 0:
             raise UsageError(f"no conversation {args.conversation!r} in {args.store}")
         context = memory.build_context()
-        stats = _memory_stats_dict(context, budget=args.budget)
+        stats = _memory_stats_dict(memory, context, budget=args.budget)
     if args.no_fallback and stats["fallback"]:
         raise SummarizerError(
             f"the summarizer failed ({stats['fallback']}) and --no-fallback forbids the "

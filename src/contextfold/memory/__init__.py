@@ -2,7 +2,15 @@
 
 The memory keeps the whole conversation in a :class:`~contextfold.stores.base.Store` (an
 append-only log) and, on every :meth:`ConversationMemory.build_context`, runs its strategy to
-decide what is sent. It reports what that request saved in :class:`MemoryStats`.
+decide what is sent. It reports what that request saved in :class:`MemoryStats`: plain
+figures, so reading them never touches the store. The figures that need the token count of
+the whole stored history are None when the memory would have to read the log to know it,
+and :meth:`ConversationMemory.count_totals` fills them. Likewise the whole transcript is read
+by a method, :meth:`ConversationMemory.read_messages`, never by an attribute.
+
+The implementation modules are private (``_memory``, ``_core``, ``_stats`` ...): the public
+place of each name is this package, and the root package for the ones it re-exports (whose
+``__module__`` says ``contextfold``).
 
 Three properties matter most for a long-lived conversation:
 

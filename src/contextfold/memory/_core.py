@@ -7,8 +7,8 @@ share this one implementation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -24,7 +24,8 @@ from contextfold.memory._ops import (
     Lock,
     Read,
 )
-from contextfold.memory._stats import BuildRecord, Ledger, MemoryStats
+from contextfold.memory._stats import BuildRecord, Ledger, MemoryStats, with_record
+from contextfold.memory._totals import Totals
 from contextfold.messages import Message
 from contextfold.stores.base import StoredMessage
 from contextfold.strategies.base import (
@@ -43,7 +44,6 @@ from contextfold.turns import is_turn_start, prefix_length
 
 _PREFIX_PAGE = 16  # rows per read while loading the system prefix
 _FIRST_PAGE = 64  # rows of the first backwards read of a sliding window
-_COUNT_PAGE = 2048  # rows per read while counting a stored history
 
 _LOCK_BUSY = (
     "another process holds the compaction lock for this conversation; built without compacting"
@@ -124,7 +124,7 @@ def _merge(ranges: Sequence[range]) -> tuple[range, ...]:
     return tuple(out)
 
 
-class MemoryCore:
+class MemoryCore(Totals):
     """The state and logic of a memory, with no I/O: every store access is a yielded op."""
 
     def __init__(
@@ -134,13 +134,11 @@ class MemoryCore:
         counter: TokenCounter,
         tools: tuple[Mapping[str, Any], ...],
         lock_ttl: float,
-        resolve: Callable[[Ledger], None],
     ) -> None:
         self.strategy = strategy
         self.counter = counter
         self.tools = tools
         self.lock_ttl = lock_ttl
-        self._resolve = resolve
         # What the strategy counts against its budget, when it counts tools itself.
         if counts_tools(strategy):
             self.tools_tokens = strategy.tool_tokens(counter)
@@ -159,7 +157,7 @@ class MemoryCore:
         self.seg_start = 1
         self.total: int | None = None  # tokens of seqs 1..total_upto, once known
         self.total_upto = 0
-        self.ledger = Ledger(self._resolve)
+        self.ledger = Ledger()
         self.last_stats: MemoryStats | None = None
         # This conversation's strategy state (failure streaks): the strategy holds none.
         self.state = StrategyState()
@@ -178,8 +176,14 @@ class MemoryCore:
         return None
 
     def note_appended(self, seqs: Sequence[int], messages: Sequence[Message]) -> None:
-        """Cache messages this memory appended, when they extend what is cached."""
+        """Cache messages this memory appended, when they extend what is cached.
+
+        Appending is also how the running total starts for free: a first seq of 1 means the
+        log was empty, so this memory has seen every message and counts each one once.
+        """
         count = self.counter.count_message
+        if self.total is None and seqs and seqs[0] == 1:
+            self.total, self.total_upto = 0, 0
         for seq, m in zip(seqs, messages, strict=True):
             if self.total is not None and seq == self.total_upto + 1:
                 self.total += count(m)
@@ -291,67 +295,6 @@ class MemoryCore:
         if bounded_window(self.strategy):
             return self.strategy.window_budget(self.counter)
         return None
-
-    def _update_total(self, last: int, history: _History) -> CoreGen[int | None]:
-        """Keep the running total of the stored history current; None while unknown."""
-        if self.total is None:
-            # Free when this build read everything from seq 1.
-            if _covers_all(history.seqs, last):
-                self.total = self.counter.count_messages(history.messages)
-                self.total_upto = last
-            return self.total
-        count = self.counter.count_message
-        seq = self.total_upto + 1
-        while seq <= last:
-            cached = self._cached(seq)
-            if cached is not None:
-                self.total += count(cached)
-                seq += 1
-                continue
-            stop = min(last, seq + _COUNT_PAGE - 1)
-            if self.seg and seq < self.seg_start <= stop:
-                stop = self.seg_start - 1
-            rows = yield from self._read(seq - 1, stop - seq + 1)
-            self.total += self.counter.count_messages(rows)
-            seq = stop + 1
-        self.total_upto = max(self.total_upto, last)
-        return self.total
-
-    def count_history(self, ledger: Ledger | None = None) -> CoreGen[int]:
-        """Count the whole stored history once, filling every pending ledger total."""
-        last: int = yield LastSeq()
-        pending: dict[int, list[BuildRecord]] = {}
-        for led in (self.ledger, ledger):
-            if led is None:
-                continue
-            for r in led.pending:
-                if r.total is None:
-                    pending.setdefault(r.last_seq, []).append(r)
-        if self.total is not None and not any(s < self.total_upto for s in pending):
-            base, upto = self.total, self.total_upto
-        else:
-            base, upto = 0, 0
-        for r in pending.pop(0, []):
-            r.total = 0
-        count = self.counter.count_message
-        seq = upto + 1
-        running = base
-        if upto in pending:
-            for r in pending.pop(upto):
-                r.total = running
-        while seq <= last:
-            stop = min(last, seq + _COUNT_PAGE - 1)
-            rows = yield from self._read(seq - 1, stop - seq + 1)
-            for m in rows:
-                running += count(m)
-                for r in pending.pop(seq, ()):
-                    r.total = running
-                seq += 1
-        if pending:  # a build saw more messages than are stored now: the log was cleared
-            raise StoreError("the stored conversation is shorter than when it was built")
-        self.total, self.total_upto = running, last
-        self.ledger.settle()
-        return running
 
     # -- building -----------------------------------------------------------------------
 
@@ -481,7 +424,7 @@ class MemoryCore:
         if fallback_reason is None and _LOCK_BUSY in memory_notes and result.summary_calls:
             fallback_reason = _LOCK_BUSY
         usage = result.usage
-        known = self.total if self.total is not None and self.total_upto == last else None
+        known = self._free_total(last, history.seqs, history.messages)
         record = BuildRecord(last, result.tokens, 0 if dry else usage.total_tokens, known)
         if dry:
             ledger = self.ledger.branch(record)
@@ -503,6 +446,8 @@ class MemoryCore:
             summarized_count=result.summarized_count + covered_unread,
             tools_tokens=self.tools_tokens,
             notes=(*result.notes, *memory_notes),
+            total_tokens=record.total,
+            lifetime_tokens_saved=record.lifetime,
             _ledger=ledger,
             _record=record,
         )
@@ -522,26 +467,25 @@ class MemoryCore:
                 self.seg_start += cut
 
     def post_build(self, built: _Built) -> CoreGen[None]:
-        """Bring the running total up to date when it is being tracked."""
-        record = built.context.stats._record
+        """Bring the running total up to date when it is being tracked.
+
+        The stats are plain values, so when this fills the build's total the context is
+        handed back with a new stats object carrying it.
+        """
+        stats = built.context.stats
+        record = stats._record
         assert record is not None
-        total = yield from self._update_total(record.last_seq, built.history)
+        total = yield from self._update_total(record.last_seq, record.total)
         if record.total is None and total is not None:
             record.total = total
             self.ledger.settle()
+        filled = with_record(stats)
+        if filled is not stats:
+            built.context = replace(built.context, stats=filled)
+            self.last_stats = filled
 
     def plan(self) -> CoreGen[ContextPlan]:
         built = yield from self.build(dry=True)
-        # A plan over a short conversation knows the total for free.
-        rec, ledger = built.context.stats._record, built.context.stats._ledger
-        if (
-            rec is not None
-            and ledger is not None
-            and rec.total is None
-            and _covers_all(built.history.seqs, rec.last_seq)
-        ):
-            rec.total = self.counter.count_messages(built.history.messages)
-            ledger.settle()
         result, history = built.result, built.history
         kept_ids = set(result.kept)
         kept_idx = [i for i, m in enumerate(history.messages) if m.id in kept_ids]
@@ -570,11 +514,6 @@ class MemoryCore:
         built = yield from self.build(dry=False)
         yield from self.post_build(built)
         return built.context
-
-
-def _covers_all(seqs: Sequence[int], last: int) -> bool:
-    """Seqs are strictly increasing from 1, so length and last element decide."""
-    return len(seqs) == last and (last == 0 or seqs[-1] == last)
 
 
 def _cid(ckpt: CheckpointRecord | None) -> str | None:

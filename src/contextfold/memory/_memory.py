@@ -6,9 +6,9 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
-from contextfold.errors import FormatError, StoreError
+from contextfold.errors import ConfigError, FormatError, StoreError
 from contextfold.memory._context import Context, ContextPlan
 from contextfold.memory._core import MemoryCore
 from contextfold.memory._ops import (
@@ -19,7 +19,7 @@ from contextfold.memory._ops import (
     adrive,
     drive,
 )
-from contextfold.memory._stats import Ledger, MemoryStats
+from contextfold.memory._stats import MemoryStats
 from contextfold.messages import Message
 from contextfold.stores.base import AsyncStore, Store
 from contextfold.strategies.base import Strategy, StrategyState, tools_of, with_tools
@@ -52,6 +52,10 @@ class ConversationMemory:
             the strategy counted.
         lock_ttl: seconds after which a compaction lock left by a crashed process expires.
 
+    Raises:
+        ConfigError: an argument is of the wrong kind or out of range (raised here, not at
+            the first build; ``argument`` names it).
+
     Example:
         >>> from contextfold.messages import Message
         >>> memory = ConversationMemory()
@@ -71,15 +75,7 @@ class ConversationMemory:
         tools: Sequence[Mapping[str, Any]] | None = None,
         lock_ttl: float = 120.0,
     ) -> None:
-        if conversation_id is not None and (
-            not isinstance(conversation_id, str) or not conversation_id
-        ):
-            raise FormatError(
-                f"conversation_id must be a non-empty string, got {conversation_id!r}",
-                field="conversation_id",
-            )
-        if lock_ttl <= 0:
-            raise FormatError(f"lock_ttl must be positive, got {lock_ttl!r}", field="lock_ttl")
+        _check_arguments(conversation_id, lock_ttl)
         tool_list = tuple(tools or ())
         if counter is None:
             from contextfold.tokens.approx import ApproxCounter
@@ -90,9 +86,9 @@ class ConversationMemory:
 
             strategy = SlidingWindow(DEFAULT_MAX_TOKENS, tools=tool_list)
         elif not isinstance(strategy, Strategy):
-            raise FormatError(
+            raise ConfigError(
                 f"strategy must have a name and a plan() method, got {type(strategy).__name__}",
-                field="strategy",
+                argument="strategy",
             )
         else:
             strategy = with_tools(strategy, tool_list)
@@ -108,7 +104,6 @@ class ConversationMemory:
             counter=counter,
             tools=tool_list,
             lock_ttl=lock_ttl,
-            resolve=self._resolve_totals,
         )
 
     @property
@@ -134,8 +129,9 @@ class ConversationMemory:
             return opened
         if isinstance(store, (Store, AsyncStore)):
             return store
-        raise StoreError(
-            f"store must be a Store, an AsyncStore or a URL, got {type(store).__name__}"
+        raise ConfigError(
+            f"store must be a Store, an AsyncStore or a URL, got {type(store).__name__}",
+            argument="store",
         )
 
     # -- restoring ----------------------------------------------------------------------
@@ -229,14 +225,25 @@ class ConversationMemory:
         """Stats of the last :meth:`build_context`, or None before the first."""
         return self._core.last_stats
 
-    @property
-    def messages(self) -> list[Message]:
-        """The full stored transcript, oldest first (reads the whole log)."""
+    def read_messages(self) -> list[Message]:
+        """The full stored transcript, oldest first.
+
+        A method, not a property, because it reads the whole log: linear in the
+        conversation's length, and a store round trip every call.
+        """
         return self._drive(self._read_all())
 
-    async def amessages(self) -> list[Message]:
-        """Async form of :attr:`messages`."""
+    async def aread_messages(self) -> list[Message]:
+        """Async form of :meth:`read_messages`."""
         return await self._adrive(self._read_all())
+
+    @property
+    def messages(self) -> NoReturn:
+        """Gone: reading the log is :meth:`read_messages` (it does I/O, so it is a method)."""
+        raise AttributeError(
+            "ConversationMemory.messages is now the method read_messages() "
+            "(await aread_messages() in async code): it reads the whole stored log"
+        )
 
     def _read_all(self) -> CoreGen[list[Message]]:
         last: int = yield LastSeq()
@@ -322,20 +329,37 @@ class ConversationMemory:
         return await self._adrive(self._core.plan())
 
     def count_history(self) -> int:
-        """Tokens of the whole stored history (counted once, then kept up to date)."""
+        """Tokens of the whole stored history now (counted once, then kept up to date)."""
         return self._drive(self._core.count_history())
 
     async def acount_history(self) -> int:
-        """Async form of :meth:`count_history`; lets stats of async-only stores resolve."""
+        """Async form of :meth:`count_history`."""
         return await self._adrive(self._core.count_history())
 
-    def _resolve_totals(self, ledger: Ledger) -> None:
-        if not isinstance(self._store, Store):
-            raise StoreError(
-                "this store is async-only; call `await memory.acount_history()` before "
-                "reading total_tokens, tokens_saved or compression_ratio"
-            )
-        self._drive(self._core.count_history(ledger))
+    def count_totals(self, stats: MemoryStats) -> MemoryStats:
+        """A copy of ``stats`` (of a build or a plan of this memory) with its totals filled.
+
+        ``total_tokens``, ``tokens_saved``, ``compression_ratio`` and
+        ``lifetime_tokens_saved`` are None when the memory could not know them without
+        reading the log (see :class:`MemoryStats`). This reads it once, in pages, and fills
+        every build's pending total; from then on the memory keeps a running total, so
+        later stats arrive complete. Stats that are already complete come back as they are,
+        without I/O.
+
+        Raises:
+            StoreError: the conversation was cleared since these stats were built, or the
+                store failed (or is async-only: use :meth:`acount_totals`).
+            ConfigError: ``stats`` were built by another memory.
+        """
+        known = self._core.known_totals(stats)
+        return known if known is not None else self._drive(self._core.count_totals(stats))
+
+    async def acount_totals(self, stats: MemoryStats) -> MemoryStats:
+        """Async form of :meth:`count_totals`."""
+        known = self._core.known_totals(stats)
+        if known is not None:
+            return known
+        return await self._adrive(self._core.count_totals(stats))
 
     # -- closing ------------------------------------------------------------------------
 
@@ -379,3 +403,19 @@ class ConversationMemory:
             self._task_lock = asyncio.Lock()
         async with self._task_lock:
             return await adrive(self._store, self.conversation_id, core)
+
+
+def _check_arguments(conversation_id: object, lock_ttl: object) -> None:
+    """Reject a bad ``conversation_id`` or ``lock_ttl`` before anything is opened."""
+    if conversation_id is not None and (
+        not isinstance(conversation_id, str) or not conversation_id
+    ):
+        raise ConfigError(
+            f"conversation_id must be a non-empty string, got {conversation_id!r}",
+            argument="conversation_id",
+        )
+    if isinstance(lock_ttl, bool) or not isinstance(lock_ttl, (int, float)) or not lock_ttl > 0:
+        raise ConfigError(
+            f"lock_ttl must be a positive number of seconds, got {lock_ttl!r}",
+            argument="lock_ttl",
+        )

@@ -1,16 +1,13 @@
-"""MemoryStats and the lifetime ledger behind its lazy totals."""
+"""MemoryStats (plain figures of one build) and the lifetime ledger that fills them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
-
-from contextfold.errors import StoreError
 
 
 class BuildRecord:
-    """One build as the lifetime ledger sees it; ``total`` and ``lifetime`` come lazily."""
+    """One build as the lifetime ledger sees it; ``total`` and ``lifetime`` may come later."""
 
     __slots__ = ("current", "last_seq", "lifetime", "summarizer", "total")
 
@@ -29,17 +26,20 @@ class BuildRecord:
 
 
 class Ledger:
-    """Lifetime savings of one conversation in one memory.
+    """Lifetime savings of one conversation in one memory; pure bookkeeping, no I/O.
 
     Only builds whose total is still unknown are kept (``pending``); the rest are folded into
     ``base``, so a memory serving a conversation for months holds O(1) state here once its
-    totals are known.
+    totals are known. The memory fills pending totals when it counts the history
+    (:meth:`~contextfold.ConversationMemory.count_totals`).
     """
 
-    def __init__(self, resolve: Callable[[Ledger], None]) -> None:
+    def __init__(self, root: Ledger | None = None) -> None:
         self.base = 0  # lifetime savings of every settled build
         self.pending: list[BuildRecord] = []
-        self._resolve = resolve
+        # A plan's ledger is a branch of the memory's; a clear detaches them all at once.
+        self.root: Ledger = self if root is None else root
+        self.cleared = False
 
     def add(self, record: BuildRecord) -> None:
         self.pending.append(record)
@@ -47,7 +47,7 @@ class Ledger:
 
     def branch(self, extra: BuildRecord) -> Ledger:
         """A ledger with the same (shared) pending builds plus one projected build."""
-        other = Ledger(self._resolve)
+        other = Ledger(self.root)
         other.base = self.base
         other.pending = [*self.pending, extra]
         other.settle()
@@ -61,25 +61,20 @@ class Ledger:
                 record.lifetime = self.base + record.net
             self.base = record.lifetime
 
-    def ensure(self, record: BuildRecord) -> None:
-        """Make ``record.total`` and ``record.lifetime`` known (may read the store)."""
-        if record.lifetime is None:
-            if record.total is None or any(r.total is None for r in self.pending):
-                self._resolve(self)
-            self.settle()
+    def needs_count(self, record: BuildRecord) -> bool:
+        """Whether filling ``record`` needs the history counted (its total, or an earlier one)."""
+        if record.lifetime is not None:
+            return False
+        return record.total is None or any(r.total is None for r in self.pending)
 
     def detach(self) -> None:
-        """The conversation was cleared: stats already handed out can no longer count it."""
-
-        def gone(_: Ledger) -> None:
-            raise StoreError("the conversation was cleared; its stored history is gone")
-
-        self._resolve = gone
+        """The conversation was cleared: stats already handed out can no longer be counted."""
+        self.root.cleared = True
 
 
 @dataclass(frozen=True, eq=False)
 class MemoryStats:
-    """What one build sent, and what it saved.
+    """What one build sent, and what it saved: plain figures, reading them does no I/O.
 
     Token figures are under the memory's counter. The first seven fields match the seed
     library's ``MemoryStats``.
@@ -103,14 +98,22 @@ class MemoryStats:
         tools_tokens: tokens of the memory's tool schemas (sent with each request on top of
             ``current_tokens``).
         notes: human-readable remarks from the strategy and the memory.
+        total_tokens: tokens of the full stored history at build time (what sending it all
+            would cost), or None when the memory does not know it without reading the log.
+        lifetime_tokens_saved: net tokens saved by every build of this conversation in this
+            memory, up to this one: the sum of ``tokens_saved`` minus the sum of
+            ``summarizer_tokens``, so compaction pays for itself when it is positive. A plan
+            adds its projection to the builds before it without being recorded. None while
+            the total of this build or of an earlier one is unknown.
 
-    ``total_tokens``, ``tokens_saved``, ``compression_ratio`` and ``lifetime_tokens_saved``
-    are properties: they need the token count of the whole stored history. A memory that
-    wrote or read the whole conversation knows it already. A memory opened on a long stored
-    conversation counts it on first access, once, reading the log in pages (linear in the
-    conversation's length). From then on it adds only new messages, build by build. That
-    first count reads the store synchronously: in async code (and always with an async-only
-    store) call ``await memory.acount_history()`` first, and the properties read no store.
+    Why ``None``: the total of a long stored conversation is known for free when the memory
+    read all of it or appended all of it itself (it then keeps a running total, build by
+    build). A memory opened on a conversation someone else wrote would have to read the whole
+    log to know it, which is a cost no attribute access should hide (and impossible to do
+    synchronously on an async-only store). Call
+    :meth:`~contextfold.ConversationMemory.count_totals` (or ``await acount_totals``) for a
+    copy with the figures filled in; from then on the memory keeps the total current, and
+    later builds report it without reading more than the new messages.
     """
 
     current_tokens: int
@@ -127,49 +130,28 @@ class MemoryStats:
     summarized_count: int = 0
     tools_tokens: int = 0
     notes: tuple[str, ...] = ()
+    total_tokens: int | None = None
+    lifetime_tokens_saved: int | None = None
     _ledger: Ledger | None = field(default=None, repr=False, compare=False)
     _record: BuildRecord | None = field(default=None, repr=False, compare=False)
 
     @property
-    def total_tokens(self) -> int:
-        """Tokens of the full stored history at build time (what sending it all would cost)."""
-        record = self._record
-        if record is None or self._ledger is None:
-            return self.current_tokens
-        if record.total is None:
-            self._ledger.ensure(record)
-        assert record.total is not None
-        return record.total
-
-    @property
-    def tokens_saved(self) -> int:
-        """``total_tokens - current_tokens``, never below 0: tokens this request did not send."""
+    def tokens_saved(self) -> int | None:
+        """``total_tokens - current_tokens``, never below 0; None while the total is unknown."""
+        if self.total_tokens is None:
+            return None
         return max(0, self.total_tokens - self.current_tokens)
 
     @property
-    def compression_ratio(self) -> float:
-        """``current_tokens / total_tokens``; 1.0 means nothing was left out."""
+    def compression_ratio(self) -> float | None:
+        """``current_tokens / total_tokens`` (1.0: nothing left out); None while unknown."""
         total = self.total_tokens
+        if total is None:
+            return None
         return 1.0 if total <= 0 else self.current_tokens / total
 
-    @property
-    def lifetime_tokens_saved(self) -> int:
-        """Net tokens saved by every build of this conversation in this memory, up to this one.
-
-        The sum over builds of ``tokens_saved`` minus the sum of ``summarizer_tokens``: what
-        compaction saved after paying for itself. It can be negative when summaries cost more
-        than they saved. Plans (:meth:`ConversationMemory.plan`) add their projection to the
-        builds before them without being recorded.
-        """
-        record = self._record
-        if record is None or self._ledger is None:
-            return self.tokens_saved - self.summarizer_tokens
-        self._ledger.ensure(record)
-        assert record.lifetime is not None
-        return record.lifetime
-
     def as_dict(self) -> dict[str, Any]:
-        """Every figure, properties included (may count the history; see the class doc)."""
+        """Every figure, the derived ones included (None where a total is unknown)."""
         return {
             "current_tokens": self.current_tokens,
             "total_tokens": self.total_tokens,
@@ -190,3 +172,13 @@ class MemoryStats:
             "tools_tokens": self.tools_tokens,
             "notes": list(self.notes),
         }
+
+
+def with_record(stats: MemoryStats) -> MemoryStats:
+    """``stats`` with the figures its build record knows now (the same object if unchanged)."""
+    record = stats._record
+    if record is None:
+        return stats
+    if (record.total, record.lifetime) == (stats.total_tokens, stats.lifetime_tokens_saved):
+        return stats
+    return replace(stats, total_tokens=record.total, lifetime_tokens_saved=record.lifetime)

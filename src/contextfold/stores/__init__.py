@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from contextfold._lazy import lazy_exports
 from contextfold.errors import StoreError
 from contextfold.stores._codec import redact_url
 from contextfold.stores.base import AsyncStore, Store, StoredMessage
@@ -78,14 +79,8 @@ def open_store(target: str | Store, /, **options: Any) -> Store:
     )
 
 
-def __getattr__(name: str) -> Any:
-    # The optional backends load on first use, so importing this package needs no extras.
-    if name == "RedisStore":
-        from contextfold.stores.redis import RedisStore
-
-        return RedisStore
-    if name == "PostgresStore":
-        from contextfold.stores.postgres import PostgresStore
-
-        return PostgresStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The optional backends load on first use, so importing this package needs no extras.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {"RedisStore": "contextfold.stores.redis", "PostgresStore": "contextfold.stores.postgres"},
+)

@@ -10,8 +10,9 @@ one frozen :class:`SummarizerSettings` for everything but the model and the clie
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from contextfold._lazy import lazy_exports
 from contextfold.summarizers.base import (
     AsyncSummarizer,
     CancelToken,
@@ -49,23 +50,11 @@ __all__ = [
     "stream_function_summarizer",
 ]
 
-_LAZY = {
-    "OpenAISummarizer": "contextfold.summarizers.openai",
-    "AnthropicSummarizer": "contextfold.summarizers.anthropic",
-    "LiteLLMSummarizer": "contextfold.summarizers.litellm",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "OpenAISummarizer": "contextfold.summarizers.openai",
+        "AnthropicSummarizer": "contextfold.summarizers.anthropic",
+        "LiteLLMSummarizer": "contextfold.summarizers.litellm",
+    },
+)
