@@ -19,21 +19,18 @@ from typing import Any, TypeAlias
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.framing import SummaryPlacement, span_summary_id, summary_message_tokens
 from contextfold.messages import Message
+from contextfold.strategies._assembly import Assembly, assemble, require_fit, trim_view
 from contextfold.strategies._common import (
-    Assembly,
     LoopGuard,
     ToolBudget,
     add_usage,
-    assemble,
     build_result,
     check_option,
     check_summary,
-    cut_points,
     prepare_from,
-    require_fit,
-    trim_view,
     with_overhead_notes,
 )
+from contextfold.strategies._window import cut_points
 from contextfold.strategies.base import (
     PlanGenerator,
     StrategyResult,

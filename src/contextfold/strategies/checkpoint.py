@@ -52,14 +52,9 @@ from contextfold.framing import (
     summary_message_tokens,
 )
 from contextfold.messages import Message, TextPart
-from contextfold.strategies._common import (
-    LoopGuard,
-    add_usage,
-    check_summary,
-    deadline_from,
-    fit_tail,
-)
+from contextfold.strategies._common import LoopGuard, add_usage, check_summary, deadline_from
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
+from contextfold.strategies._window import fit_tail
 from contextfold.strategies.base import (
     PlanGenerator,
     StrategyResult,

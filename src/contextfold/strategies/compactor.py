@@ -33,10 +33,9 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import BudgetError, CancelledError
 from contextfold.framing import SummaryPlacement, span_summary_id
 from contextfold.messages import Message
+from contextfold.strategies._assembly import Assembly, assemble
 from contextfold.strategies._common import (
-    Assembly,
     LoopGuard,
-    assemble,
     char_size,
     check_option,
     deadline_from,

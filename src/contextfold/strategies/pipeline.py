@@ -27,23 +27,21 @@ from typing import Any
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.framing import SummaryPlacement, span_summary_id
 from contextfold.messages import Message
+from contextfold.strategies._assembly import assemble, require_fit
 from contextfold.strategies._common import (
-    assemble,
     check_option,
-    cut_points,
     locate_checkpoint,
     prepare_from,
     ranges_of,
-    require_fit,
     with_tools,
 )
 from contextfold.strategies._plan import BudgetedStrategy
+from contextfold.strategies._window import cut_points, fit_window
 from contextfold.strategies.base import (
     PlanGenerator,
     Strategy,
     StrategyResult,
 )
-from contextfold.strategies.sliding import fit_window
 from contextfold.summarizers.base import Usage
 from contextfold.tokens.base import TokenCounter
 
@@ -216,15 +214,15 @@ class Pipeline(BudgetedStrategy):
         tokens = counter.count_messages(final)
         if tokens > budget:
             fit = fit_window(final, budget, counter, check_pairing=False)
-            gone = final_origin[fit.prefix_end : fit.start]
+            gone = [o for a, b in fit.dropped_ranges for o in final_origin[a:b]]
             dropped |= {o for o in gone if o is not None}
             if any(o is None for o in gone):
                 notes.append("the summary itself had to be dropped to fit the budget")
             final = fit.messages(final)
-            final_origin = final_origin[: fit.prefix_end] + final_origin[fit.start :]
+            final_origin = fit.messages(final_origin)
             tokens = fit.tokens
             notes.append(
-                f"still over budget after the last stage: dropped {fit.start - fit.prefix_end} "
+                f"still over budget after the last stage: dropped {len(gone)} "
                 "more messages with the sliding window"
             )
         elif not stopped_early and not notes:
