@@ -4,7 +4,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from contextfold.errors import BudgetError, PairingError
+from contextfold.errors import BudgetError, ConfigError, PairingError
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
 from contextfold.testing import FixedCounter
 from contextfold.tokens.approx import ApproxCounter
@@ -68,10 +68,13 @@ def test_keep_last_messages_copies_non_list_input() -> None:
 
 
 def test_negative_count_is_rejected() -> None:
-    with pytest.raises(BudgetError):
+    with pytest.raises(ConfigError, match="-1") as err:
         keep_last_messages(chat(1), -1)
-    with pytest.raises(BudgetError):
+    assert err.value.argument == "count"
+    with pytest.raises(ConfigError):
         keep_last_with_summary(chat(1), "s", -1)
+    with pytest.raises(ConfigError):
+        keep_last_messages(chat(1), 1.5)  # type: ignore[arg-type]
 
 
 def test_window_moves_past_the_rest_of_a_unit() -> None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from contextfold.errors import BudgetError, PairingError
+from contextfold.errors import ConfigError, PairingError
 from contextfold.framing import SummaryPlacement, place_summary, summary_id
 from contextfold.messages import Message
 from contextfold.strategies.sliding import fit_window
@@ -65,7 +65,7 @@ def keep_last_messages(messages: Sequence[Message], count: int) -> list[Message]
         sequence is copied into a list), otherwise a new list.
 
     Raises:
-        BudgetError: ``count`` is negative.
+        ConfigError: ``count`` is not an integer of at least 0.
         PairingError: the kept part has an orphaned tool result or an unanswered call.
     """
     prefix_end, start, _, request = _last_window(messages, count)
@@ -102,7 +102,7 @@ def keep_last_with_summary(
         ``messages`` itself when nothing is dropped, otherwise a new list.
 
     Raises:
-        BudgetError: ``count`` is negative.
+        ConfigError: ``count`` is not an integer of at least 0.
         PairingError: the kept part has an orphaned tool result or an unanswered call.
     """
     prefix_end, start, real_start, request = _last_window(messages, count)
@@ -139,7 +139,7 @@ def trim_to_token_budget(
     whole turns. When the newest turn's request does not fit with its newest units, it is
     kept and the middle of the turn dropped. Unlike the original design, nothing over budget
     is ever returned: when the system messages, the request and the newest unit cannot fit,
-    :class:`BudgetError` says so, with a ``required`` budget that works.
+    :class:`~contextfold.errors.BudgetError` says so, with a ``required`` budget that works.
 
     Args:
         messages: the conversation (not modified).
@@ -201,8 +201,10 @@ def _last_window(messages: Sequence[Message], count: int) -> tuple[int, int, int
     dropped. ``request`` is the newest user request, kept in front of the tail when the tail
     has none (it counts as one of the ``count``); None otherwise.
     """
-    if count < 0:
-        raise BudgetError(f"count must not be negative, got {count}")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ConfigError(
+            f"count must be an integer of at least 0, got {count!r}", argument="count"
+        )
     n = len(messages)
     prefix_end = prefix_length(messages)
     lead = _leading_results(messages, prefix_end, n)
