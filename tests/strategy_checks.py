@@ -10,7 +10,7 @@ from typing import Any
 from contextfold.messages import Message, TextPart, ToolCallPart
 from contextfold.strategies.base import StrategyResult
 from contextfold.tokens.base import TokenCounter
-from contextfold.turns import prefix_length, validate
+from contextfold.turns import is_request, newest_request, prefix_length, units, validate
 
 
 def chat(turns: int, *, system: bool = True, tools: bool = False, size: int = 0) -> list[Message]:
@@ -31,6 +31,24 @@ def chat(turns: int, *, system: bool = True, tools: bool = False, size: int = 0)
         else:
             out.append(Message.assistant(f"answer {i} {pad}", id=f"a{i}"))
     return out
+
+
+def least_window_tokens(
+    history: Sequence[Message], counter: TokenCounter, floor: int | None = None
+) -> int:
+    """Tokens any window after ``floor`` (the prefix) must hold, the prefix not included.
+
+    The newest indivisible unit, and the newest turn's request when the unit does not open
+    with one: a window never drops the user's request.
+    """
+    lo = prefix_length(history) if floor is None else floor
+    spans = units(history, lo)
+    if not spans:
+        return 0
+    start = spans[-1][0]
+    need = counter.count_messages(history[start:])
+    request = None if is_request(history[start]) else newest_request(history, lo, start)
+    return need + (counter.count_message(history[request]) if request is not None else 0)
 
 
 def snapshot(history: Sequence[Message]) -> list[tuple[int, dict[str, Any]]]:

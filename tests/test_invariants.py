@@ -27,8 +27,16 @@ from contextfold.testing import FixedCounter
 from contextfold.tokens.approx import ApproxCounter
 from contextfold.tokens.base import TokenCounter
 from contextfold.transforms import keep_last_messages, keep_last_with_summary, trim_to_token_budget
-from contextfold.turns import group_turns, prefix_length, units, validate
+from contextfold.turns import (
+    group_turns,
+    is_request,
+    newest_request,
+    prefix_length,
+    units,
+    validate,
+)
 from shared_data import claude_code_main_sessions, claude_code_payload, swe_agent_openai
+from strategy_checks import least_window_tokens
 
 T = TypeVar("T")
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -102,21 +110,34 @@ def is_summary(m: Message) -> bool:
 
 
 def check_common(history: list[Message], before: list[dict[str, Any]], out: Sequence[Message]):
-    """Invariants 1-3 and the tail shape shared by every transform."""
+    """Invariants 1-3 and the tail shape shared by every transform; returns the tail.
+
+    What is kept after the prefix is a verbatim suffix of the input, or the newest turn's
+    request followed by one (the request is never dropped). And when anything was dropped,
+    the kept part holds a user request if the history has one after the prefix.
+    """
     assert snapshot(history) == before  # 1: the input is not modified
     p = prefix_length(history)
     assert list(out[:p]) == history[:p]  # 2: leading system/developer kept, in order
     validate(out)  # 3: no orphaned result, no call without all its results
-    tail = [m for m in out[p:] if not is_summary(m)]
-    if tail:  # what is kept after the prefix is a verbatim suffix of the input
+    kept = [m for m in out[p:] if not is_summary(m)]
+    request, tail = split_request(history, kept)
+    if tail:  # a verbatim suffix of the input
         assert history[len(history) - len(tail) :] == tail
+    if request is not None:
+        assert request == newest_request(history, p, len(history) - len(tail))
+    has_request = newest_request(history, p, len(history)) is not None
+    if kept and len(kept) < len(history) - p and has_request:
+        assert any(is_request(m) for m in kept)
     return tail
 
 
-def newest_unit_cost(history: list[Message], counter: TokenCounter, floor: int) -> int:
-    spans = units(history, floor)
-    a, b = spans[-1]
-    return counter.count_messages(history[a:b])
+def split_request(history: list[Message], kept: list[Message]) -> tuple[int | None, list[Message]]:
+    """``(index of a request kept apart from the suffix, the suffix)`` of the kept part."""
+    if not kept or history[len(history) - len(kept) :] == kept:
+        return None, kept
+    positions = {m.id: i for i, m in enumerate(history)}
+    return positions[kept[0].id], kept[1:]
 
 
 # -- SlidingWindow --------------------------------------------------------------------------
@@ -139,15 +160,14 @@ def test_sliding_window_invariants(
     p = prefix_length(history)
     result, err = attempt(lambda: run(window, history, counter=counter))
     if err is not None:
-        # 4: the error is honest: the prefix alone or the prefix plus the newest unit is over.
+        # 4: the error is honest: the prefix, the request and the newest unit are over, and
+        # that much budget works.
         prefix_cost = counter.count_messages(history[:p]) + tool_cost
         assert err.budget == budget
         assert err.required is not None
         assert err.required > budget
-        if prefix_cost <= budget:
-            assert err.required == prefix_cost + newest_unit_cost(history, counter, p)
-        else:
-            assert err.required == prefix_cost
+        assert err.required == prefix_cost + least_window_tokens(history, counter, p)
+        run(SlidingWindow(err.required, tools=tools), history, counter=counter)
         assert snapshot(history) == before
         return
     assert result is not None
@@ -156,7 +176,19 @@ def test_sliding_window_invariants(
     assert result.tokens + tool_cost <= budget  # 4: within budget
     assert not any(is_summary(m) for m in result.messages)  # 5: never a summary
     start = len(history) - len(tail)
-    assert result.dropped_ranges == (((p, start),) if start > p else ())
+    kept = list(result.messages[p:])
+    if start > p and newest_request(history, p, len(history)) is not None:
+        assert is_request(kept[0])  # never opens on an assistant message or a tool result
+    request, _ = split_request(history, kept)
+    if request is None:
+        assert result.dropped_ranges == (((p, start),) if start > p else ())
+    else:  # the newest turn did not fit whole: its request, the newest units, two gaps
+        assert result.dropped_ranges == tuple(
+            (a, b) for a, b in ((p, request), (request + 1, start)) if b > a
+        )
+        assert start > request + 1
+        assert any("opening user message" in n for n in result.notes)
+        return
     if tail:
         assert tail[0].role != "tool"
         assert not tail[0].is_tool_result_only
@@ -220,12 +252,25 @@ def test_keep_last_messages_invariants(history: list[Message], count: int) -> No
         assert out is history  # nothing changed: the same object
     else:
         assert out is not history or tail == history[p:]
-    # The window starts at the first point at or after "the last count" that splits no pair.
-    nominal = max(p + orphans, len(history) - count)
-    cuts = [a for a, _ in units(history, p + orphans)] + [len(history)]
-    expected = min(c for c in cuts if c >= nominal)
+    # The window starts at the first point at or after "the last count" that splits no pair;
+    # when that holds no request, the newest request takes the place of one of them.
+    request, expected = expected_last_window(history, p + orphans, count)
     assert len(history) - len(tail) == expected
+    assert split_request(history, list(out[p:]))[0] == request
     assert keep_last_messages(history, count) == out  # deterministic
+
+
+def expected_last_window(history: list[Message], lo: int, count: int) -> tuple[int | None, int]:
+    """``(kept request, tail start)`` that ``keep_last_messages`` should pick."""
+    n = len(history)
+    cuts = [a for a, _ in units(history, lo)] + [n]
+    start = min(c for c in cuts if c >= max(lo, n - count))
+    if count == 0 or newest_request(history, start, n) is not None:
+        return None, start
+    request = newest_request(history, lo, start)
+    if request is None:
+        return None, start
+    return request, min(c for c in cuts if c >= max(n - count + 1, request + 1))
 
 
 def _leading_orphans(history: list[Message], p: int):
@@ -300,15 +345,16 @@ def test_trim_to_token_budget_invariants(
     orphans = sum(1 for _ in _leading_orphans(history, p))
     if orphans == 0 and counter.count_messages(history) <= budget:
         assert out is history
-    # As many whole units as fit: one more unit would go over.
+    # As many whole units as fit (after the kept request, if any): one more would go over.
     start = len(history) - len(tail)
-    cuts = [a for a, _ in units(history, p + orphans)]
-    earlier = [c for c in cuts if c < start]
+    request, _ = split_request(history, list(out[p:]))
+    lo = p + orphans if request is None else request + 1
+    fixed = counter.count_messages(history[:p])
+    if request is not None:
+        fixed += counter.count_message(history[request])
+    earlier = [c for c, _ in units(history, lo) if c < start]
     if earlier:
-        assert (
-            counter.count_messages(history[:p]) + counter.count_messages(history[earlier[-1] :])
-            > budget
-        )
+        assert fixed + counter.count_messages(history[earlier[-1] :]) > budget
     assert trim_to_token_budget(history, budget, counter=counter) == out
 
 

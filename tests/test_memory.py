@@ -843,7 +843,12 @@ def test_windowed_reads_build_what_the_full_history_builds(
         )
         store.append("c", batch)
         full.extend(batch)
-        expected = run(SlidingWindow(budget), full, counter=reader.counter)
+        try:
+            expected = run(SlidingWindow(budget), full, counter=reader.counter)
+        except BudgetError:  # the request and the newest unit do not fit: neither path builds
+            with pytest.raises(BudgetError):
+                reader.build_context()
+            continue
         ctx = reader.build_context()
         assert ids(ctx) == ids(expected.messages)
         assert ctx.stats.dropped_count == expected.dropped_count

@@ -126,13 +126,16 @@ def agent_turn() -> list[Message]:
 
 def test_oversized_turn_keeps_whole_units_suffix() -> None:
     history = agent_turn()
-    result = run(SlidingWindow(10 + 40), history, counter=TEN)
-    assert ids(result.messages) == ["s", "a2", "t2", "t3", "a3"]
-    assert any("newest turn" in n for n in result.notes)
+    # The turn (70 tokens) is over budget: its request stays, then the newest whole units.
+    result = run(SlidingWindow(10 + 50), history, counter=TEN)
+    assert ids(result.messages) == ["s", "u", "a2", "t2", "t3", "a3"]
+    assert result.dropped_ranges == ((2, 4),)
+    assert any("newest turn" in n and "opening user message" in n for n in result.notes)
     validate(result.messages)
     # One message less and the parallel batch cannot be split: only the final answer stays.
-    result = run(SlidingWindow(10 + 39), history, counter=TEN)
-    assert ids(result.messages) == ["s", "a3"]
+    result = run(SlidingWindow(10 + 49), history, counter=TEN)
+    assert ids(result.messages) == ["s", "u", "a3"]
+    assert result.dropped_ranges == ((2, 7),)
 
 
 def test_never_starts_on_a_tool_result() -> None:
@@ -158,10 +161,10 @@ def test_anthropic_results_in_user_message_stay_with_calls() -> None:
         Message.assistant("sunny in both", id="a1"),
     ]
     history[3] = history[3].replace(id="r0")
-    result = run(SlidingWindow(10 + 30), history, counter=TEN)
-    assert ids(result.messages) == ["s", "a0", "r0", "a1"]
-    result = run(SlidingWindow(10 + 25), history, counter=TEN)
-    assert ids(result.messages) == ["s", "a1"]
+    result = run(SlidingWindow(10 + 40), history, counter=TEN)
+    assert ids(result.messages) == ["s", "u0", "a0", "r0", "a1"]
+    result = run(SlidingWindow(10 + 35), history, counter=TEN)
+    assert ids(result.messages) == ["s", "u0", "a1"]  # a0 and r0 go together or not at all
 
 
 def test_responses_style_consecutive_call_messages() -> None:
@@ -174,11 +177,11 @@ def test_responses_style_consecutive_call_messages() -> None:
         Message.tool_result("c2", "2", id="o2"),
         Message.assistant("ok", id="a"),
     ]
-    result = run(SlidingWindow(10 + 40), history, counter=TEN)
-    # f2..o2 alone would orphan o1: the unit is f1..o2 (4 messages, 40 tokens).
-    assert ids(result.messages) == ["s", "a"]
     result = run(SlidingWindow(10 + 50), history, counter=TEN)
-    assert ids(result.messages) == ["s", "f1", "f2", "o1", "o2", "a"]
+    # f2..o2 alone would orphan o1: the unit is f1..o2 (4 messages, 40 tokens).
+    assert ids(result.messages) == ["s", "u", "a"]
+    result = run(SlidingWindow(10 + 60), history, counter=TEN)
+    assert ids(result.messages) == ["s", "u", "f1", "f2", "o1", "o2", "a"]
 
 
 def test_system_alone_over_budget() -> None:
@@ -186,7 +189,9 @@ def test_system_alone_over_budget() -> None:
     with pytest.raises(BudgetError, match="system") as err:
         run(SlidingWindow(50), history, counter=ApproxCounter())
     assert err.value.budget == 50
-    assert err.value.required == ApproxCounter().count_message(history[0])
+    # A budget that works holds the system prompt and the user's request.
+    assert err.value.required == ApproxCounter().count_messages(history)
+    run(SlidingWindow(err.value.required), history, counter=ApproxCounter())
 
 
 def test_prefix_plus_newest_unit_over_budget() -> None:
@@ -198,7 +203,8 @@ def test_prefix_plus_newest_unit_over_budget() -> None:
     ]
     with pytest.raises(BudgetError, match="newest") as err:
         run(SlidingWindow(25), history, counter=TEN)
-    assert err.value.required == 30  # system + the call and its result
+    assert err.value.required == 40  # system, the request, the call and its result
+    assert [m.id for m in run(SlidingWindow(40), history, counter=TEN).messages] == ids(history)
     assert err.value.budget == 25
 
 

@@ -32,7 +32,7 @@ from contextfold.summarizers import ExtractiveSummarizer
 from contextfold.testing import FakeSummarizer
 from contextfold.tokens.approx import ApproxCounter
 from contextfold.turns import prefix_length, units
-from strategy_checks import check_invariants, dump, root_conftest, snapshot
+from strategy_checks import check_invariants, dump, least_window_tokens, root_conftest, snapshot
 
 _conftest = root_conftest()
 claude_code_main_sessions = _conftest.claude_code_main_sessions
@@ -59,11 +59,9 @@ STRATEGIES: dict[str, Make] = {
 
 
 def floor_tokens(history: list[Message]) -> int:
-    """Tokens of the prefix plus the newest indivisible unit: the least any context needs."""
+    """Tokens of the prefix, the user's request and the newest unit: what any context needs."""
     p = prefix_length(history)
-    spans = units(history, p)
-    newest = COUNTER.count_messages(history[spans[-1][0] :]) if spans else 0
-    return COUNTER.count_messages(history[:p]) + newest
+    return COUNTER.count_messages(history[:p]) + least_window_tokens(history, COUNTER)
 
 
 def floor_chars(history: list[Message]) -> int:

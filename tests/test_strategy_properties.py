@@ -21,8 +21,8 @@ from contextfold.strategies import (
 from contextfold.strategies._chars import char_size
 from contextfold.strategies.base import run
 from contextfold.testing import FakeSummarizer, FixedCounter
-from contextfold.turns import prefix_length, units
-from strategy_checks import check_invariants, dump, snapshot
+from contextfold.turns import prefix_length
+from strategy_checks import check_invariants, dump, least_window_tokens, snapshot
 
 SETTINGS = settings(
     max_examples=60,
@@ -76,9 +76,7 @@ summarizers = st.one_of(
 
 def floor_tokens(history: list[Message], counter: FixedCounter) -> int:
     p = prefix_length(history)
-    spans = units(history, p)
-    newest = counter.count_messages(history[spans[-1][0] :]) if spans else 0
-    return counter.count_messages(history[:p]) + newest
+    return counter.count_messages(history[:p]) + least_window_tokens(history, counter)
 
 
 def tool_schemas(count: int) -> list[dict[str, Any]]:

@@ -219,7 +219,7 @@ def test_budget_errors_come_before_any_call() -> None:
     with pytest.raises(BudgetError) as err:
         run(Summarization(5, keep_recent=1, summarizer=fake), chat(3), counter=TEN)
     assert err.value.budget == 5
-    assert err.value.required == 20
+    assert err.value.required == 30  # the system prompt, the user's request and the answer
     big_call = chat(2, tools=True)
     with pytest.raises(BudgetError):
         # the newest unit (call + result + answer) costs 20, the prefix 10
@@ -269,8 +269,9 @@ def test_request_carries_options() -> None:
     )
     run(strategy, chat(10), counter=TEN)
     request: SummaryRequest = fake.requests[0]
-    # capped by the room left beside the prefix and the newest message: 100 - 10 - 10 - 10
-    assert request.max_output_tokens == 70
+    # capped by the room left beside the prefix, the user's request and the newest message:
+    # 100 - 10 - 10 - 10 - 10 (framing)
+    assert request.max_output_tokens == 60
     assert request.instructions == "focus on numbers"
     assert request.remaining() is not None
 

@@ -127,15 +127,16 @@ def test_tools_alone_over_budget_raise_before_any_call(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_tools_and_newest_message_over_budget_raise(name: str) -> None:
-    # The system prompt (10) and the newest message (10) fit 60 alone, not with 50 of tools.
+    # The system prompt (10), the user's request (10) and the newest message (10) fit 60
+    # alone, not with 50 of tools.
     history = chat(3)
     with pytest.raises(BudgetError) as info:
         run(strategies(60, FakeSummarizer("S"))[name], history, counter=COUNTER)
     assert info.value.budget == 60
-    assert info.value.required == 10 + 10 + TOOL_TOKENS
+    assert info.value.required == 10 + 10 + 10 + TOOL_TOKENS
     # With exactly that much it works.
-    result = run(strategies(70, FakeSummarizer("S"))[name], history, counter=COUNTER)
-    assert result.tokens + TOOL_TOKENS <= 70
+    result = run(strategies(80, FakeSummarizer("S"))[name], history, counter=COUNTER)
+    assert result.tokens + TOOL_TOKENS <= 80
 
 
 @pytest.mark.parametrize("name", NAMES)

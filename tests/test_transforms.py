@@ -4,7 +4,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from contextfold.errors import BudgetError, PairingError
+from contextfold.errors import BudgetError, ConfigError, PairingError
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
 from contextfold.testing import FixedCounter
 from contextfold.tokens.approx import ApproxCounter
@@ -68,10 +68,13 @@ def test_keep_last_messages_copies_non_list_input() -> None:
 
 
 def test_negative_count_is_rejected() -> None:
-    with pytest.raises(BudgetError):
+    with pytest.raises(ConfigError, match="-1") as err:
         keep_last_messages(chat(1), -1)
-    with pytest.raises(BudgetError):
+    assert err.value.argument == "count"
+    with pytest.raises(ConfigError):
         keep_last_with_summary(chat(1), "s", -1)
+    with pytest.raises(ConfigError):
+        keep_last_messages(chat(1), 1.5)  # type: ignore[arg-type]
 
 
 def test_window_moves_past_the_rest_of_a_unit() -> None:
@@ -83,10 +86,13 @@ def test_window_moves_past_the_rest_of_a_unit() -> None:
         Message.tool_result("c2", "2", id="t2"),
         Message.assistant("done", id="d"),
     ]
-    # The last 3 would start on t1; the last 2 on t2: both move forward to "d".
-    assert ids(keep_last_messages(history, 3)) == ["s", "d"]
-    assert ids(keep_last_messages(history, 2)) == ["s", "d"]
-    assert ids(keep_last_messages(history, 4)) == ["s", "a", "t1", "t2", "d"]
+    # The last 3 would start on t1; the last 2 on t2: both move forward to "d", and the
+    # user's request is kept in front of it (it counts as one of the kept messages).
+    assert ids(keep_last_messages(history, 3)) == ["s", "u", "d"]
+    assert ids(keep_last_messages(history, 2)) == ["s", "u", "d"]
+    # The last 4 hold no request: it takes the place of one of them.
+    assert ids(keep_last_messages(history, 4)) == ["s", "u", "d"]
+    assert keep_last_messages(history, 5) is history
 
 
 def test_anthropic_and_responses_shapes_are_pair_safe() -> None:
@@ -96,7 +102,7 @@ def test_anthropic_and_responses_shapes_are_pair_safe() -> None:
         Message.user([ToolResultPart("x", "1"), ToolResultPart("y", "2")], id="r"),
         Message.assistant("ok", id="d"),
     ]
-    assert ids(keep_last_messages(anthropic, 2)) == ["d"]
+    assert ids(keep_last_messages(anthropic, 2)) == ["u", "d"]
     responses = [
         Message.user("q", id="u"),
         call("c1", mid="f1"),
@@ -106,8 +112,9 @@ def test_anthropic_and_responses_shapes_are_pair_safe() -> None:
         Message.assistant("ok", id="d"),
     ]
     # Starting at f2 would orphan o1.
-    assert ids(keep_last_messages(responses, 4)) == ["d"]
-    assert ids(keep_last_messages(responses, 5)) == ["f1", "f2", "o1", "o2", "d"]
+    assert ids(keep_last_messages(responses, 4)) == ["u", "d"]
+    assert ids(keep_last_messages(responses, 5)) == ["u", "d"]
+    assert keep_last_messages(responses, 6) is responses
 
 
 def test_leading_orphan_results_are_skipped() -> None:
@@ -191,7 +198,7 @@ def test_no_summary_when_only_a_leading_orphan_was_skipped() -> None:
     assert source.n == 0
     out = keep_last_with_summary(history, source, 1)
     assert ids(out)[0] == "s"
-    assert ids(out)[-1] == "a"
+    assert ids(out)[-1] == "u"  # one message: the user's request, not the answer
     assert out[1].text.endswith("should not appear")
     assert source.n == 1
 
@@ -264,11 +271,15 @@ def test_trim_is_pair_safe() -> None:
         Message.tool_result("c2", "2", id="t2"),
         Message.assistant("done", id="d"),
     ]
-    for budget in range(20, 70, 10):
+    with pytest.raises(BudgetError) as err:
+        trim_to_token_budget(history, 20, counter=TEN)
+    assert err.value.required == 30  # the system prompt, the request and the answer
+    for budget in range(30, 70, 10):
         out = trim_to_token_budget(history, budget, counter=TEN)
         validate(out)
         assert TEN.count_messages(out) <= budget
-    assert ids(trim_to_token_budget(history, 40, counter=TEN)) == ["s", "d"]
+        assert ids(out)[:2] == ["s", "u"]  # the user's request is never dropped
+    assert ids(trim_to_token_budget(history, 40, counter=TEN)) == ["s", "u", "d"]
 
 
 def test_trim_skips_leading_orphans_and_keeps_later_system() -> None:
@@ -280,16 +291,21 @@ def test_trim_skips_leading_orphans_and_keeps_later_system() -> None:
         Message.assistant("a", id="a"),
     ]
     assert ids(trim_to_token_budget(history, 1000, counter=TEN)) == ["s", "u", "s2", "a"]
-    assert ids(trim_to_token_budget(history, 30, counter=TEN)) == ["s", "s2", "a"]
+    # The request outranks the later system note when both cannot stay.
+    assert ids(trim_to_token_budget(history, 30, counter=TEN)) == ["s", "u", "a"]
 
 
 def test_trim_budget_errors() -> None:
     with pytest.raises(BudgetError, match="system") as err:
         trim_to_token_budget([Message.system("x" * 100), Message.user("q")], 10)
-    assert err.value.required == ApproxCounter().count_message(Message.system("x" * 100))
+    approx = ApproxCounter()
+    assert err.value.required == approx.count_messages(
+        [Message.system("x" * 100), Message.user("q")]
+    )
     with pytest.raises(BudgetError, match="newest") as err2:
         trim_to_token_budget(chat(1), 15, counter=TEN)
-    assert err2.value.required == 20
+    assert err2.value.required == 30  # the system prompt, the request and the answer
+    assert trim_to_token_budget(chat(1), 30, counter=TEN) == chat(1)
 
 
 def test_transforms_never_mutate_input() -> None:

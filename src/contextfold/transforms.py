@@ -15,6 +15,11 @@ Shared rules:
   left out; an orphaned result inside the kept part, or a call left without its results,
   raises :class:`~contextfold.errors.PairingError` naming the message. Results carried in a
   user message (Anthropic's shape) are handled like ``tool`` messages.
+* The user's request is never dropped: when the kept part would hold no user request but the
+  history has one after the prefix, the newest request is kept in front of it (the window then
+  has two dropped ranges: before the request and between it and the kept tail). A transform
+  never turns a conversation with a user request into a request without one; only
+  ``count=0`` (asking for the prefix alone) leaves it out.
 * A summary is injected only when a real message was dropped (not merely an orphaned tool
   result at the start) and its stripped text is not empty.
 
@@ -26,12 +31,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from contextfold.errors import BudgetError, PairingError
+from contextfold.errors import ConfigError, PairingError
 from contextfold.framing import SummaryPlacement, place_summary, summary_id
 from contextfold.messages import Message
 from contextfold.strategies.sliding import fit_window
 from contextfold.tokens.base import TokenCounter
-from contextfold.turns import is_turn_start, prefix_length, validate
+from contextfold.turns import is_turn_start, newest_request, prefix_length, validate
 
 __all__ = [
     "DEFAULT_SUMMARY_LABEL",
@@ -48,7 +53,8 @@ def keep_last_messages(messages: Sequence[Message], count: int) -> list[Message]
 
     The window is moved forward to the next point where no tool pair is split, so fewer
     than ``count`` messages may be kept. An orphaned tool result right after the system
-    messages is dropped too.
+    messages is dropped too. When the last ``count`` messages hold no user request (an agent
+    loop deep in tool calls), the newest request is kept and counts as one of them.
 
     Args:
         messages: the conversation (not modified).
@@ -59,13 +65,13 @@ def keep_last_messages(messages: Sequence[Message], count: int) -> list[Message]
         sequence is copied into a list), otherwise a new list.
 
     Raises:
-        BudgetError: ``count`` is negative.
+        ConfigError: ``count`` is not an integer of at least 0.
         PairingError: the kept part has an orphaned tool result or an unanswered call.
     """
-    prefix_end, start, _ = _last_window(messages, count)
+    prefix_end, start, _, request = _last_window(messages, count)
     if start == prefix_end:
         return _same(messages)
-    return [*messages[:prefix_end], *messages[start:]]
+    return _keep(messages, prefix_end, request, start)
 
 
 def keep_last_with_summary(
@@ -96,14 +102,14 @@ def keep_last_with_summary(
         ``messages`` itself when nothing is dropped, otherwise a new list.
 
     Raises:
-        BudgetError: ``count`` is negative.
+        ConfigError: ``count`` is not an integer of at least 0.
         PairingError: the kept part has an orphaned tool result or an unanswered call.
     """
-    prefix_end, start, real_start = _last_window(messages, count)
+    prefix_end, start, real_start, request = _last_window(messages, count)
     if start == prefix_end:
         return _same(messages)
     prefix = messages[:prefix_end]
-    kept = messages[start:]
+    kept = _keep(messages, 0, request, start)
     if start > real_start:
         text = summary() if callable(summary) else summary
         if text is not None and text.strip():
@@ -128,10 +134,12 @@ def trim_to_token_budget(
     """Keep the leading system messages and the newest messages that fit ``max_tokens``.
 
     System messages count against the budget. The cut falls at message granularity (whole
-    tool-call units), so the result may start on an assistant message; use
-    :class:`~contextfold.strategies.sliding.SlidingWindow` to keep whole turns. Unlike the
-    original design, nothing over budget is ever returned: when the system messages, or the
-    system messages plus the newest unit, cannot fit, :class:`BudgetError` says so.
+    tool-call units), so the result may start on an assistant message of the newest turn
+    whose request fits; use :class:`~contextfold.strategies.sliding.SlidingWindow` to keep
+    whole turns. When the newest turn's request does not fit with its newest units, it is
+    kept and the middle of the turn dropped. Unlike the original design, nothing over budget
+    is ever returned: when the system messages, the request and the newest unit cannot fit,
+    :class:`~contextfold.errors.BudgetError` says so, with a ``required`` budget that works.
 
     Args:
         messages: the conversation (not modified).
@@ -161,6 +169,14 @@ def trim_to_token_budget(
 # -- helpers --------------------------------------------------------------------------------
 
 
+def _keep(
+    messages: Sequence[Message], prefix_end: int, request: int | None, start: int
+) -> list[Message]:
+    """``messages[:prefix_end]``, the kept request (if any), then ``messages[start:]``."""
+    head = [messages[request]] if request is not None else []
+    return [*messages[:prefix_end], *head, *messages[start:]]
+
+
 def _same(messages: Sequence[Message]) -> list[Message]:
     return messages if isinstance(messages, list) else list(messages)
 
@@ -177,23 +193,37 @@ def _carries_results_only(message: Message) -> bool:
     return message.is_tool_result_only
 
 
-def _last_window(messages: Sequence[Message], count: int) -> tuple[int, int, int]:
-    """``(prefix_end, start, real_start)`` for keeping the last ``count`` messages.
+def _last_window(messages: Sequence[Message], count: int) -> tuple[int, int, int, int | None]:
+    """``(prefix_end, start, real_start, request)`` for keeping the last ``count`` messages.
 
-    ``start`` is the first kept message after the prefix; ``real_start`` the first message
-    after the leading orphaned tool results, so ``start > real_start`` means something real
-    was dropped.
+    ``start`` is the first kept message of the tail; ``real_start`` the first message after
+    the leading orphaned tool results, so ``start > real_start`` means something real was
+    dropped. ``request`` is the newest user request, kept in front of the tail when the tail
+    has none (it counts as one of the ``count``); None otherwise.
     """
-    if count < 0:
-        raise BudgetError(f"count must not be negative, got {count}")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ConfigError(
+            f"count must be an integer of at least 0, got {count!r}", argument="count"
+        )
     n = len(messages)
     prefix_end = prefix_length(messages)
-    nominal = max(prefix_end, n - count)
     lead = _leading_results(messages, prefix_end, n)
     real_start = prefix_end + lead
-    floor = max(nominal, real_start)
+    start = _tail_start(messages, max(n - count, real_start), prefix_end)
+    if count == 0 or newest_request(messages, start, n) is not None:
+        return prefix_end, start, real_start, None
+    request = newest_request(messages, real_start, start)
+    if request is None:
+        return prefix_end, start, real_start, None
+    start = _tail_start(messages, max(n - count + 1, request + 1), prefix_end)
+    return prefix_end, start, real_start, request
+
+
+def _tail_start(messages: Sequence[Message], floor: int, prefix_end: int) -> int:
+    """The first safe cut at or after ``floor``, with the kept part's pairing checked."""
+    n = len(messages)
     if floor >= n:
-        return prefix_end, n, real_start
+        return n
     # Walk back from the end to the floor, tracking results whose call is not in the tail.
     pending: dict[str, int] = {}
     first_safe_after: int = n  # the smallest safe cut > floor seen so far
@@ -224,7 +254,7 @@ def _last_window(messages: Sequence[Message], count: int) -> tuple[int, int, int
                 index=where,
                 call_id=exc.call_id,
             ) from exc
-    return prefix_end, start, real_start
+    return start
 
 
 def _resolve_calls(

@@ -5,6 +5,8 @@ Vocabulary used across the package:
 * The **prefix** is the run of system and developer messages at the very start; it is always
   kept.
 * A **turn** starts at a user message that is not only tool results and runs to the next one.
+  Its opening message, when it carries no tool call or result, is the turn's **request**:
+  what the user asked. A window never drops it (see :func:`newest_request`).
 * A **unit** is the smallest span that can be kept or dropped on its own: a single message,
   or an assistant message that calls tools together with everything up to the message that
   answers its last call (parallel calls and Anthropic's results-in-a-user-message included).
@@ -27,7 +29,9 @@ from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
 __all__ = [
     "Turn",
     "group_turns",
+    "is_request",
     "is_turn_start",
+    "newest_request",
     "prefix_length",
     "repair",
     "safe_cut_points",
@@ -67,6 +71,29 @@ def split_prefix(messages: Sequence[Message]) -> tuple[list[Message], list[Messa
 def is_turn_start(message: Message) -> bool:
     """True for a user message that is not only tool results."""
     return message.role == "user" and not message.is_tool_result_only
+
+
+def is_request(message: Message) -> bool:
+    """True for a user message carrying no tool call or result: what the user asked.
+
+    Results in a user message (Anthropic's shape) answer the assistant; they ask nothing,
+    and a message mixing results with text cannot open a window (its results belong to the
+    calls before it).
+    """
+    return message.role == "user" and not any(
+        p.kind == "tool_result" or p.kind == "tool_call" for p in message.parts
+    )
+
+
+def newest_request(messages: Sequence[Message], lo: int, hi: int) -> int | None:
+    """Index of the newest request (see :func:`is_request`) in ``messages[lo:hi]``, or None.
+
+    Walks back from ``hi``, so finding the request of the newest turn costs that turn only.
+    """
+    for i in range(hi - 1, lo - 1, -1):
+        if is_request(messages[i]):
+            return i
+    return None
 
 
 def group_turns(messages: Sequence[Message]) -> list[Turn]:

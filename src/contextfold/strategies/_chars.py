@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from contextfold.strategies._common import Assembly, assemble
+from contextfold.strategies._assembly import Assembly, assemble
 from contextfold.strategies._plan import PlanState
 from contextfold.strategies.base import StrategyResult
 from contextfold.turns import is_turn_start

@@ -19,20 +19,17 @@ from typing import Any, TypeAlias
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.framing import SummaryPlacement, span_summary_id, summary_message_tokens
 from contextfold.messages import Message
+from contextfold.strategies._assembly import Assembly, assemble, require_fit, trim_view
 from contextfold.strategies._common import (
-    Assembly,
     LoopGuard,
     add_usage,
-    assemble,
     build_result,
     check_summary,
-    cut_points,
     prepare_from,
-    require_fit,
-    trim_view,
     with_overhead_notes,
 )
 from contextfold.strategies._config import FrozenConfig, ToolBudget, check_option
+from contextfold.strategies._window import cut_points
 from contextfold.strategies.base import (
     PlanGenerator,
     StrategyResult,
@@ -362,7 +359,7 @@ class PlanState:
     def record(self, summary: str, end: int, asm: Assembly, **fields: Any) -> CheckpointRecord:
         """The checkpoint for ``summary`` covering up to ``end``, built into ``asm``."""
         history = self.history
-        tail = asm.tail_start
+        tail = asm.tail_start if asm.request is None else asm.request  # first message sent
         return CheckpointRecord(
             summary=summary,
             last_covered_id=history[end - 1].id,

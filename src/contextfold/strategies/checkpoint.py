@@ -49,18 +49,18 @@ from contextfold.framing import (
     span_summary_id,
 )
 from contextfold.messages import Message, TextPart
+from contextfold.strategies._assembly import Assembly
 from contextfold.strategies._common import (
-    Assembly,
     add_usage,
     check_summary,
     deadline_from,
-    fit_tail,
     summarizer_fingerprint,
 )
 from contextfold.strategies._config import check_option
 from contextfold.strategies._files import FileTrail
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
 from contextfold.strategies._split_turn import SplitSpan, joined_text, split_span
+from contextfold.strategies._window import fit_tail
 from contextfold.strategies.base import (
     PlanGenerator,
     StrategyResult,

@@ -33,11 +33,7 @@ from contextfold.errors import BudgetError, CancelledError
 from contextfold.framing import SummaryPlacement, span_summary_id
 from contextfold.messages import Message
 from contextfold.strategies._chars import CharFit, char_size, turn_starts
-from contextfold.strategies._common import (
-    LoopGuard,
-    deadline_from,
-    reported_prompt_hash,
-)
+from contextfold.strategies._common import LoopGuard, deadline_from, reported_prompt_hash
 from contextfold.strategies._config import FrozenConfig, check_option
 from contextfold.strategies._plan import PlanState, open_plan
 from contextfold.strategies.base import (

@@ -23,15 +23,13 @@ from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.framing import SummaryPlacement, span_summary_id, summary_message_tokens
+from contextfold.strategies._assembly import recent_start, summary_room, trim_view
 from contextfold.strategies._common import (
     add_usage,
     cap_output,
     check_summary,
     deadline_from,
-    recent_start,
     reported_prompt_hash,
-    summary_room,
-    trim_view,
 )
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
 from contextfold.strategies.base import (

@@ -31,16 +31,11 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConfigError
 from contextfold.framing import SummaryPlacement, span_summary_id
 from contextfold.messages import Message
-from contextfold.strategies._common import (
-    assemble,
-    cut_points,
-    locate_checkpoint,
-    prepare_from,
-    ranges_of,
-    require_fit,
-)
+from contextfold.strategies._assembly import assemble, require_fit
+from contextfold.strategies._common import locate_checkpoint, prepare_from, ranges_of
 from contextfold.strategies._config import ToolBudget, check_option
 from contextfold.strategies._plan import BudgetedStrategy
+from contextfold.strategies._window import cut_points, fit_window
 from contextfold.strategies.base import (
     PlanGenerator,
     Strategy,
@@ -49,7 +44,6 @@ from contextfold.strategies.base import (
     checkpoint_applies,
     with_tools,
 )
-from contextfold.strategies.sliding import fit_window
 from contextfold.summarizers.base import Usage
 from contextfold.tokens.base import TokenCounter
 
@@ -300,13 +294,12 @@ class _Run:
     ) -> tuple[list[Message], list[int | None], int]:
         """The sliding window over the last view, when the last stage left it over budget."""
         fit = fit_window(final, budget, self.counter, check_pairing=False)
-        gone = final_origin[fit.prefix_end : fit.start]
+        gone = [o for a, b in fit.dropped_ranges for o in final_origin[a:b]]
         self.dropped |= {o for o in gone if o is not None}
         if any(o is None for o in gone):
             self.notes.append("the summary itself had to be dropped to fit the budget")
         self.notes.append(
-            f"still over budget after the last stage: dropped {fit.start - fit.prefix_end} "
+            f"still over budget after the last stage: dropped {len(gone)} "
             "more messages with the sliding window"
         )
-        kept = fit.messages(final)
-        return kept, final_origin[: fit.prefix_end] + final_origin[fit.start :], fit.tokens
+        return fit.messages(final), fit.messages(final_origin), fit.tokens

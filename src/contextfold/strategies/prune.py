@@ -21,15 +21,11 @@ from typing import Any
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConfigError
 from contextfold.messages import Message, Part, ToolResultPart
-from contextfold.strategies._common import (
-    cut_points,
-    prepare,
-    require_fit,
-    with_overhead_notes,
-)
+from contextfold.strategies._assembly import require_fit
+from contextfold.strategies._common import prepare, with_overhead_notes
 from contextfold.strategies._config import FrozenConfig, ToolBudget, check_option
+from contextfold.strategies._window import cut_points, fit_window
 from contextfold.strategies.base import PlanGenerator, StrategyResult, StrategyState
-from contextfold.strategies.sliding import fit_window
 from contextfold.tokens.base import TokenCounter
 from contextfold.turns import group_turns
 
@@ -246,15 +242,16 @@ class PruneToolOutputs(ToolBudget, FrozenConfig):
         dropped: tuple[tuple[int, int], ...] = ()
         if budget is not None and tokens > budget:
             fit = fit_window(out, budget, counter, check_pairing=False)
-            if fit.start > fit.prefix_end:
-                dropped = ((fit.prefix_end, fit.start),)
+            dropped = fit.dropped_ranges  # two ranges when the window kept the request
+            if dropped:
+                gone = sum(b - a for a, b in dropped)
                 notes.append(
-                    f"still over budget after pruning: dropped {fit.start - fit.prefix_end} "
+                    f"still over budget after pruning: dropped {gone} "
                     "older messages with the sliding window"
                 )
             out = fit.messages(out)
             tokens = fit.tokens
-            pruned = tuple(i for i in pruned if not dropped or i >= dropped[0][1])
+            pruned = tuple(i for i in pruned if not any(a <= i < b for a, b in dropped))
         return self._result(history, out, tokens, pruned, dropped, notes, counter)
 
     def _result(
@@ -267,13 +264,8 @@ class PruneToolOutputs(ToolBudget, FrozenConfig):
         notes: list[str],
         counter: TokenCounter,
     ) -> StrategyResult:
-        pruned_set = set(pruned)
-        drop = dropped[0] if dropped else (0, 0)
-        kept = tuple(
-            history[i].id
-            for i in range(len(history))
-            if i not in pruned_set and not (drop[0] <= i < drop[1])
-        )
+        gone = set(pruned).union(*(range(a, b) for a, b in dropped))
+        kept = tuple(history[i].id for i in range(len(history)) if i not in gone)
         return StrategyResult(
             messages=tuple(out),
             strategy=self.name,

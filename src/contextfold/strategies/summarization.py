@@ -20,13 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextfold.framing import SummaryPlacement, span_summary_id
-from contextfold.strategies._common import (
-    cap_output,
-    deadline_from,
-    recent_start,
-    reported_prompt_hash,
-    summary_room,
-)
+from contextfold.strategies._assembly import recent_start, summary_room
+from contextfold.strategies._common import cap_output, deadline_from, reported_prompt_hash
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
 from contextfold.strategies.base import PlanGenerator, StrategyResult
 from contextfold.summarizers.base import (

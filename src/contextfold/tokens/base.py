@@ -100,9 +100,14 @@ class BaseCounter(ABC):
         return self._key
 
     def count_message(self, message: Message, /) -> int:
-        cache = message._token_cache
-        key = self._key
-        cached = cache.get(key)
+        """Tokens one message costs, overhead included; one dict lookup once counted.
+
+        This is the fast path the window walker calls for every message it passes: the count
+        is cached on the message (messages are immutable) under this counter's
+        configuration, so a steady-state build costs a lookup per kept message and callers
+        never need to read the cache themselves.
+        """
+        cached = message._token_cache.get(self._key)
         if cached is not None:
             return cached
         total = self.message_overhead
@@ -110,7 +115,7 @@ class BaseCounter(ABC):
             total += self.count_text(message.name) + 1
         for part in message.parts:
             total += self._count_part(part)
-        cache[key] = total
+        message._token_cache[self._key] = total
         return total
 
     def count_messages(self, messages: Sequence[Message], /) -> int:
