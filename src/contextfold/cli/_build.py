@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 from typing import Any
 
-from contextfold.cli._io import _PROVIDER_KEYS, EXIT_USAGE, UsageError
-from contextfold.errors import ContextfoldError, MissingExtraError, StoreError
+from contextfold.cli._io import EXIT_USAGE, UsageError
+from contextfold.errors import ContextfoldError, FormatError, MissingExtraError, StoreError
+from contextfold.memory import ConversationMemory
 from contextfold.strategies.base import Strategy
 from contextfold.summarizers.base import AsyncSummarizer, Summarizer
 from contextfold.tokens.base import TokenCounter
@@ -15,6 +17,12 @@ from contextfold.tokens.base import TokenCounter
 DEFAULT_KEEP_RECENT = 6
 #: Messages folded into the running summary per ``Hybrid`` call.
 DEFAULT_CHUNK_SIZE = 10
+#: The environment variable each provider SDK reads its API key from.
+PROVIDER_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+#: The strategies that call a summarizer.
+SUMMARIZING = frozenset({"summary", "hybrid", "checkpoint"})
+#: A store URL to show when one is malformed.
+_STORE_HINT = "e.g. sqlite:///chats.db or redis://localhost:6379/0"
 
 
 def build_counter(spec: str) -> TokenCounter:
@@ -77,7 +85,7 @@ def build_summarizer(spec: str) -> Summarizer | AsyncSummarizer:
         provider = model.split("/", 1)[0] if "/" in model else ""
         if not provider:
             provider = "anthropic" if model.startswith("claude") else "openai"
-    env = _PROVIDER_KEYS.get(provider)
+    env = PROVIDER_KEYS.get(provider)
     if env and not os.environ.get(env):
         raise UsageError(
             f"--summarizer {spec} needs an API key: set the {env} environment variable",
@@ -148,6 +156,20 @@ def build_strategy(
     raise UsageError(f"unknown strategy {name!r}", code=EXIT_USAGE)
 
 
+def strategy_from_args(args: argparse.Namespace, *, summarizer_spec: str | None = None) -> Strategy:
+    """The strategy the options ask for, with a summarizer only if it needs one.
+
+    ``summarizer_spec`` overrides ``--summarizer`` (a dry run stands the offline one in for
+    any provider, so it needs no API key).
+    """
+    summarizer = None
+    if args.strategy in SUMMARIZING:
+        summarizer = build_summarizer(summarizer_spec or args.summarizer)
+    return build_strategy(
+        args.strategy, budget=args.budget, summarizer=summarizer, keep_recent=args.keep_recent
+    )
+
+
 def open_store(url: str) -> Any:
     """The store at ``url``; a malformed URL is a usage problem, not a traceback."""
     from contextfold import stores
@@ -157,6 +179,18 @@ def open_store(url: str) -> Any:
     except (MissingExtraError, StoreError):
         raise
     except ValueError as exc:
-        raise UsageError(
-            f"--store {url}: {exc}", hint="e.g. sqlite:///chats.db or redis://localhost:6379/0"
-        ) from exc
+        raise UsageError(f"--store {url}: {exc}", hint=_STORE_HINT) from exc
+
+
+def open_memory(
+    url: str, conversation: str, strategy: Strategy, counter: TokenCounter
+) -> ConversationMemory:
+    """The memory of a stored conversation; a bad URL is reported, not raised as a traceback."""
+    try:
+        return ConversationMemory.open(
+            url, conversation_id=conversation, strategy=strategy, counter=counter
+        )
+    except (MissingExtraError, StoreError, FormatError):
+        raise
+    except ValueError as exc:
+        raise UsageError(f"--store {url}: {exc}", hint=_STORE_HINT) from exc
