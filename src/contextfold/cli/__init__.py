@@ -9,7 +9,8 @@ Commands::
     contextfold log ...                   append to and read a stored conversation
 
 Exit codes (also in ``docs/cli.md``): 0 ok, 1 bad input (the message says what to fix),
-2 usage error, 3 the summarizer failed and ``--no-fallback`` forbade the sliding-window
+2 usage error (including a bad option value that a library constructor refuses with
+``ConfigError``), 3 the summarizer failed and ``--no-fallback`` forbade the sliding-window
 fallback.
 
 Only the standard library is needed. When ``rich`` is installed (the ``cli`` extra) and
@@ -38,11 +39,9 @@ from contextfold.cli._options import EPILOG
 from contextfold.cli._stats import add_stats_parser
 from contextfold.errors import (
     BudgetError,
+    ConfigError,
     ContextfoldError,
-    FormatError,
-    MissingExtraError,
     PairingError,
-    StoreError,
     SummarizerError,
 )
 
@@ -53,6 +52,7 @@ __all__ = [
     "EXIT_USAGE",
     "build_parser",
     "main",
+    "report_error",
 ]
 
 # -- parser --------------------------------------------------------------------------------
@@ -99,6 +99,36 @@ def _fail(message: str, code: int, hint: str | None = None) -> int:
     return code
 
 
+def _code_and_hint(exc: Exception) -> tuple[int, str | None]:
+    """The exit code of an error, and a hint that says what to do about it."""
+    if isinstance(exc, UsageError):
+        return exc.code, exc.hint
+    if isinstance(exc, ConfigError):  # a bad option value reached a library constructor
+        return EXIT_USAGE, None
+    if isinstance(exc, SummarizerError):
+        return EXIT_SUMMARIZER_FAILED, "drop --no-fallback to accept the fallback"
+    if isinstance(exc, BudgetError):
+        return (
+            EXIT_BAD_INPUT,
+            f"raise --budget to at least {exc.required}" if exc.required else None,
+        )
+    if isinstance(exc, PairingError):
+        return EXIT_BAD_INPUT, "pass --repair drop or --repair text"
+    return EXIT_BAD_INPUT, None  # missing extras, formats, stores: the message says what
+
+
+def report_error(exc: Exception) -> int:
+    """Print ``exc`` as one ``contextfold: error:`` line (and a hint); return its exit code.
+
+    The mapping is the one in the module docstring: a :class:`UsageError` carries its own
+    code, a :class:`~contextfold.errors.ConfigError` is a usage error (2), a
+    :class:`~contextfold.errors.SummarizerError` is 3, and every other contextfold error is
+    bad input (1).
+    """
+    code, hint = _code_and_hint(exc)
+    return _fail(str(exc), code, hint)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (see the module docstring)."""
     parser = build_parser()
@@ -106,21 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
         return code
-    except UsageError as exc:
-        return _fail(str(exc), exc.code, exc.hint)
-    except SummarizerError as exc:
-        return _fail(str(exc), EXIT_SUMMARIZER_FAILED, "drop --no-fallback to accept the fallback")
-    except MissingExtraError as exc:
-        return _fail(str(exc), EXIT_BAD_INPUT)
-    except BudgetError as exc:
-        hint = f"raise --budget to at least {exc.required}" if exc.required else None
-        return _fail(str(exc), EXIT_BAD_INPUT, hint)
-    except PairingError as exc:
-        return _fail(str(exc), EXIT_BAD_INPUT, "pass --repair drop or --repair text")
-    except (FormatError, StoreError) as exc:
-        return _fail(str(exc), EXIT_BAD_INPUT)
-    except ContextfoldError as exc:
-        return _fail(str(exc), EXIT_BAD_INPUT)
+    except (UsageError, ContextfoldError) as exc:
+        return report_error(exc)
     except BrokenPipeError:  # e.g. piped into head
         sys.stderr.close()
         return EXIT_OK

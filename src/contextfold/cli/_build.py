@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
+from pathlib import Path
 from typing import Any
 
 from contextfold.cli._io import EXIT_USAGE, UsageError
-from contextfold.errors import ContextfoldError, FormatError, MissingExtraError, StoreError
+from contextfold.errors import (
+    ConfigError,
+    ContextfoldError,
+    FormatError,
+    MissingExtraError,
+    StoreError,
+)
 from contextfold.memory import ConversationMemory
 from contextfold.strategies.base import Strategy
 from contextfold.summarizers.base import AsyncSummarizer, Summarizer
@@ -19,8 +27,11 @@ DEFAULT_KEEP_RECENT = 6
 DEFAULT_CHUNK_SIZE = 10
 #: The environment variable each provider SDK reads its API key from.
 PROVIDER_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+#: The ``--strategy`` names. The library's ``SummaryCompactor`` is left out on purpose: it
+#: budgets in characters, and every command promises a context within ``--budget`` tokens.
+STRATEGIES = ("sliding", "summary", "hybrid", "checkpoint", "prune", "pipeline")
 #: The strategies that call a summarizer.
-SUMMARIZING = frozenset({"summary", "hybrid", "checkpoint"})
+SUMMARIZING = frozenset({"summary", "hybrid", "checkpoint", "pipeline"})
 #: A store URL to show when one is malformed.
 _STORE_HINT = "e.g. sqlite:///chats.db or redis://localhost:6379/0"
 
@@ -34,7 +45,10 @@ def build_counter(spec: str) -> TokenCounter:
         if not arg:
             return ApproxCounter()
         try:
-            return ApproxCounter(float(arg))
+            chars = float(arg)
+            if not math.isfinite(chars):  # nan counts nothing, inf makes every text free
+                raise ValueError(arg)
+            return ApproxCounter(chars)
         except ValueError as exc:
             raise UsageError(
                 f"--counter {spec}: expected a positive number of characters per token",
@@ -124,7 +138,13 @@ def build_strategy(
 
     A summary is capped at a quarter of the budget so it leaves room for the recent messages
     it sits next to. Pruning saves whatever it can (``min_savings=0``): a one-shot command
-    has no prompt cache to protect.
+    has no prompt cache to protect. ``pipeline`` clears old tool outputs first and calls
+    ``Hybrid`` only when the context is still over the budget, so a run whose tokens are
+    mostly tool outputs needs no summary at all.
+
+    Raises:
+        UsageError: exit 2 for a misconfiguration (a :class:`ConfigError` from the
+            strategy, with its message), exit 1 for any other refusal.
     """
     from contextfold import strategies as s
 
@@ -141,16 +161,22 @@ def build_strategy(
             return s.Summarization(
                 budget, keep_recent=recent, summarizer=summarizer, max_output_tokens=cap
             )
-        if name == "hybrid":
-            return s.Hybrid(
+        if name in ("hybrid", "pipeline"):
+            hybrid = s.Hybrid(
                 budget,
                 keep_recent=recent,
                 chunk_size=DEFAULT_CHUNK_SIZE,
                 summarizer=summarizer,
                 max_output_tokens=cap,
             )
+            if name == "hybrid":
+                return hybrid
+            prune = s.PruneToolOutputs(keep_recent=recent, min_savings=0)
+            return s.Pipeline([prune, hybrid], max_tokens=budget)
         if name == "checkpoint":
             return s.Checkpoint(summarizer, max_tokens=budget, max_output_tokens=cap)
+    except ConfigError as exc:
+        raise UsageError(f"cannot configure the {name!r} strategy: {exc}", code=EXIT_USAGE) from exc
     except (ValueError, ContextfoldError) as exc:
         raise UsageError(f"cannot configure the {name!r} strategy: {exc}") from exc
     raise UsageError(f"unknown strategy {name!r}", code=EXIT_USAGE)
@@ -170,10 +196,43 @@ def strategy_from_args(args: argparse.Namespace, *, summarizer_spec: str | None 
     )
 
 
-def open_store(url: str) -> Any:
-    """The store at ``url``; a malformed URL is a usage problem, not a traceback."""
+def require_existing_store(url: str) -> None:
+    """Refuse a SQLite store whose file is missing, rather than create an empty one.
+
+    Opening a SQLite store creates its file, so a command that only reads (``log list``,
+    ``show``, ``context``) would leave an empty database behind a typo and report nothing
+    stored. Server stores (Redis, PostgreSQL) have no such file: an unknown one is empty.
+
+    Raises:
+        UsageError: the file of a ``sqlite:///`` URL does not exist (exit 1).
+    """
+    if not url.lower().startswith("sqlite:"):
+        return
+    from contextfold.stores.sqlite import parse_sqlite_url
+
+    try:
+        path = parse_sqlite_url(url)
+    except StoreError:
+        return  # opening the store reports the malformed URL
+    if path == ":memory:" or path.startswith("file::memory:"):
+        return
+    if not Path(path).exists():
+        raise UsageError(
+            f"--store {url}: the store does not exist ({path}: no such file)",
+            hint="check the path; log append and compact --store create a store",
+        )
+
+
+def open_store(url: str, *, must_exist: bool = False) -> Any:
+    """The store at ``url``; a malformed URL is a usage problem, not a traceback.
+
+    With ``must_exist``, a missing SQLite file is refused (see
+    :func:`require_existing_store`) instead of created.
+    """
     from contextfold import stores
 
+    if must_exist:
+        require_existing_store(url)
     try:
         return stores.open_store(url)
     except (MissingExtraError, StoreError):
@@ -183,9 +242,19 @@ def open_store(url: str) -> Any:
 
 
 def open_memory(
-    url: str, conversation: str, strategy: Strategy, counter: TokenCounter
+    url: str,
+    conversation: str,
+    strategy: Strategy,
+    counter: TokenCounter,
+    *,
+    must_exist: bool = False,
 ) -> ConversationMemory:
-    """The memory of a stored conversation; a bad URL is reported, not raised as a traceback."""
+    """The memory of a stored conversation; a bad URL is reported, not raised as a traceback.
+
+    ``must_exist`` is as for :func:`open_store`.
+    """
+    if must_exist:
+        require_existing_store(url)
     try:
         return ConversationMemory.open(
             url, conversation_id=conversation, strategy=strategy, counter=counter

@@ -33,6 +33,7 @@ from contextfold.cli._options import (
     add_output,
     add_quiet,
     add_strategy,
+    conversation_id,
 )
 from contextfold.cli._report import memory_stats, preview, print_stats, result_stats
 from contextfold.errors import BudgetError, PairingError, SummarizerError
@@ -76,6 +77,7 @@ def add_compact_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--conversation",
+        type=conversation_id,
         metavar="ID",
         help="conversation id in the store (default: the file name without extension)",
     )

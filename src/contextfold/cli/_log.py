@@ -23,7 +23,16 @@ from contextfold.cli._io import (
     table,
     write_json,
 )
-from contextfold.cli._options import add_command, add_json, add_strategy
+from contextfold.cli._options import (
+    add_command,
+    add_counter,
+    add_format,
+    add_json,
+    add_output,
+    add_quiet,
+    add_strategy,
+    conversation_id,
+)
 from contextfold.cli._report import memory_stats, preview, print_stats
 from contextfold.messages import Message
 
@@ -42,21 +51,26 @@ def add_log_parser(sub: Any) -> None:
 
     def log_command(name: str, help_text: str) -> argparse.ArgumentParser:
         q = add_command(log_sub, name, help_text)
-        q.add_argument("--store", required=True, metavar="URL", help="store URL")
+        q.add_argument(
+            "--store",
+            required=True,
+            metavar="URL",
+            help="store URL: sqlite:///file.db, redis://..., postgresql://...",
+        )
         return q
 
     q = log_command("append", "append messages to a stored conversation")
-    q.add_argument("--conversation", required=True, metavar="ID")
+    _add_conversation(q)
     q.add_argument("file", nargs="?", metavar="FILE", help="conversation file to append")
-    q.add_argument("--role", choices=_ROLES)
+    q.add_argument("--role", choices=_ROLES, help="role of the --text message (default: user)")
     q.add_argument("--text", help="text of one message to append")
-    q.add_argument("--format", choices=("auto", *FORMATS), default="auto")
+    add_format(q)
     add_json(q)
     q.set_defaults(func=cmd_log_append)
 
     q = log_command("show", "print a stored conversation and its checkpoints")
-    q.add_argument("--conversation", required=True, metavar="ID")
-    q.add_argument("--counter", default="approx", metavar="SPEC")
+    _add_conversation(q)
+    add_counter(q)
     add_json(q)
     q.set_defaults(func=cmd_log_show)
 
@@ -65,14 +79,25 @@ def add_log_parser(sub: Any) -> None:
     q.set_defaults(func=cmd_log_list)
 
     q = log_command("context", "build the context of a stored conversation within a budget")
-    q.add_argument("--conversation", required=True, metavar="ID")
+    _add_conversation(q)
     add_strategy(q)
-    q.add_argument("--counter", default="approx", metavar="SPEC")
+    add_counter(q)
     q.add_argument("--to", choices=FORMATS, default="openai", help="output format")
-    q.add_argument("-o", "--output", metavar="OUT")
-    add_json(q)
-    q.add_argument("-q", "--quiet", action="store_true", help="no stats table")
+    add_output(q, "write the context here (default stdout)")
+    add_json(q, 'print {"context": ..., "stats": ...} on stdout instead of a table on stderr')
+    add_quiet(q)
     q.set_defaults(func=cmd_log_context)
+
+
+def _add_conversation(p: argparse.ArgumentParser) -> None:
+    """``--conversation ID``: which conversation of the store (required)."""
+    p.add_argument(
+        "--conversation",
+        required=True,
+        type=conversation_id,
+        metavar="ID",
+        help="conversation id in the store",
+    )
 
 
 def _message(role: str, text: str) -> Message:
@@ -113,7 +138,7 @@ def cmd_log_append(args: argparse.Namespace) -> int:
 
 def cmd_log_show(args: argparse.Namespace) -> int:
     """``log show``: the stored messages with their sequence numbers, and the checkpoints."""
-    store = open_store(args.store)
+    store = open_store(args.store, must_exist=True)
     try:
         rows = store.read(args.conversation)
         checkpoints = store.checkpoints(args.conversation)
@@ -156,7 +181,7 @@ def cmd_log_show(args: argparse.Namespace) -> int:
 
 def cmd_log_list(args: argparse.Namespace) -> int:
     """``log list``: the conversations of a store with their message counts."""
-    store = open_store(args.store)
+    store = open_store(args.store, must_exist=True)
     try:
         ids = store.list_conversations()
         counts = {cid: store.last_seq(cid) for cid in ids}
@@ -182,7 +207,7 @@ def cmd_log_context(args: argparse.Namespace) -> int:
     """
     counter = build_counter(args.counter)
     strategy = strategy_from_args(args)
-    with open_memory(args.store, args.conversation, strategy, counter) as memory:
+    with open_memory(args.store, args.conversation, strategy, counter, must_exist=True) as memory:
         if memory.store.last_seq(args.conversation) == 0:
             raise UsageError(f"no conversation {args.conversation!r} in {args.store}")
         context = memory.build_context()
@@ -195,5 +220,5 @@ def cmd_log_context(args: argparse.Namespace) -> int:
         return EXIT_OK
     write_json(payload, args.output)
     if not args.quiet:
-        print_stats(stats, title="contextfold compact", stream=sys.stderr)
+        print_stats(stats, title="contextfold log context", stream=sys.stderr)
     return EXIT_OK

@@ -11,7 +11,8 @@ import argparse
 import textwrap
 from typing import Any
 
-from contextfold.cli._io import FORMATS, STRATEGIES
+from contextfold.cli._build import STRATEGIES
+from contextfold.cli._io import FORMATS
 
 #: The exit codes, shown at the end of every ``--help``.
 EPILOG = """\
@@ -36,6 +37,13 @@ def positive(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
     return value
+
+
+def conversation_id(text: str) -> str:
+    """An argparse type for a conversation id: any text but the empty string."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a conversation id, got an empty string")
+    return text
 
 
 def add_command(
@@ -96,7 +104,9 @@ def add_strategy(p: argparse.ArgumentParser, *, summarizer: bool = True) -> None
         "--strategy",
         choices=STRATEGIES,
         default="hybrid",
-        help="how to fit the budget (default: hybrid = summary of old turns + recent turns)",
+        help="how to fit the budget (default: hybrid = summary of old turns + recent turns; "
+        "pipeline = clear old tool outputs, then hybrid only if still over). The library's "
+        "SummaryCompactor is not offered: it budgets in characters, not tokens",
     )
     p.add_argument(
         "--keep-recent",
@@ -104,8 +114,8 @@ def add_strategy(p: argparse.ArgumentParser, *, summarizer: bool = True) -> None
         default=None,
         metavar="N",
         help="newest messages never summarized (summary, hybrid) or newest tool results "
-        "never cleared (prune); default 6. The checkpoint strategy keeps a quarter of the "
-        "budget instead",
+        "never cleared (prune); pipeline uses it for both; default 6. The checkpoint "
+        "strategy keeps a quarter of the budget instead",
     )
     if summarizer:
         p.add_argument(
