@@ -196,7 +196,7 @@ def strategy_from_args(args: argparse.Namespace, *, summarizer_spec: str | None 
     )
 
 
-def require_existing_store(url: str) -> None:
+def require_existing_store(url: str, *, conversation: str | None = None) -> None:
     """Refuse a SQLite store whose file is missing, rather than create an empty one.
 
     Opening a SQLite store creates its file, so a command that only reads (``log list``,
@@ -204,7 +204,8 @@ def require_existing_store(url: str) -> None:
     stored. Server stores (Redis, PostgreSQL) have no such file: an unknown one is empty.
 
     Raises:
-        UsageError: the file of a ``sqlite:///`` URL does not exist (exit 1).
+        UsageError: the file of a ``sqlite:///`` URL does not exist (exit 1); with
+            ``conversation``, the message also says that conversation is not there.
     """
     if not url.lower().startswith("sqlite:"):
         return
@@ -217,22 +218,17 @@ def require_existing_store(url: str) -> None:
     if path == ":memory:" or path.startswith("file::memory:"):
         return
     if not Path(path).exists():
+        lead = f"no conversation {conversation!r} in {url}" if conversation else f"--store {url}"
         raise UsageError(
-            f"--store {url}: the store does not exist ({path}: no such file)",
+            f"{lead}: the store does not exist ({path}: no such file)",
             hint="check the path; log append and compact --store create a store",
         )
 
 
-def open_store(url: str, *, must_exist: bool = False) -> Any:
-    """The store at ``url``; a malformed URL is a usage problem, not a traceback.
-
-    With ``must_exist``, a missing SQLite file is refused (see
-    :func:`require_existing_store`) instead of created.
-    """
+def open_store(url: str) -> Any:
+    """The store at ``url``; a malformed URL is a usage problem, not a traceback."""
     from contextfold import stores
 
-    if must_exist:
-        require_existing_store(url)
     try:
         return stores.open_store(url)
     except (MissingExtraError, StoreError):
@@ -242,19 +238,9 @@ def open_store(url: str, *, must_exist: bool = False) -> Any:
 
 
 def open_memory(
-    url: str,
-    conversation: str,
-    strategy: Strategy,
-    counter: TokenCounter,
-    *,
-    must_exist: bool = False,
+    url: str, conversation: str, strategy: Strategy, counter: TokenCounter
 ) -> ConversationMemory:
-    """The memory of a stored conversation; a bad URL is reported, not raised as a traceback.
-
-    ``must_exist`` is as for :func:`open_store`.
-    """
-    if must_exist:
-        require_existing_store(url)
+    """The memory of a stored conversation; a bad URL is reported, not raised as a traceback."""
     try:
         return ConversationMemory.open(
             url, conversation_id=conversation, strategy=strategy, counter=counter

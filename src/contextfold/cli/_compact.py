@@ -35,8 +35,14 @@ from contextfold.cli._options import (
     add_strategy,
     conversation_id,
 )
-from contextfold.cli._report import memory_stats, preview, print_stats, result_stats
-from contextfold.errors import BudgetError, PairingError, SummarizerError
+from contextfold.cli._report import (
+    memory_stats,
+    preview,
+    print_stats,
+    refuse_fallback,
+    result_stats,
+)
+from contextfold.errors import BudgetError, PairingError
 from contextfold.messages import Message
 from contextfold.strategies.base import Strategy, StrategyResult
 from contextfold.tokens.base import TokenCounter
@@ -103,19 +109,6 @@ def check_pairing(loaded: Loaded, repair: str | None) -> list[Message]:
             ) from exc
         return turns.repair(loaded.messages, mode="drop" if repair == "drop" else "text")
     return loaded.messages
-
-
-def refuse_fallback(stats: dict[str, Any], *, detail: str = "") -> None:
-    """Raise when the summarizer failed and ``--no-fallback`` forbade the fallback (exit 3).
-
-    Raises:
-        SummarizerError: always; the message names the failure and the option.
-    """
-    raise SummarizerError(
-        f"the summarizer failed ({stats['fallback']}) and --no-fallback forbids the "
-        f"sliding-window fallback{detail}",
-        code=stats.get("failure_code"),
-    )
 
 
 def _compact_with_store(

@@ -11,8 +11,13 @@ import argparse
 import sys
 from typing import Any
 
-from contextfold.cli._build import build_counter, open_memory, open_store, strategy_from_args
-from contextfold.cli._compact import refuse_fallback
+from contextfold.cli._build import (
+    build_counter,
+    open_memory,
+    open_store,
+    require_existing_store,
+    strategy_from_args,
+)
 from contextfold.cli._io import (
     EXIT_OK,
     EXIT_USAGE,
@@ -33,7 +38,7 @@ from contextfold.cli._options import (
     add_strategy,
     conversation_id,
 )
-from contextfold.cli._report import memory_stats, preview, print_stats
+from contextfold.cli._report import memory_stats, preview, print_stats, refuse_fallback
 from contextfold.messages import Message
 
 _ROLES = ("system", "developer", "user", "assistant")
@@ -138,7 +143,8 @@ def cmd_log_append(args: argparse.Namespace) -> int:
 
 def cmd_log_show(args: argparse.Namespace) -> int:
     """``log show``: the stored messages with their sequence numbers, and the checkpoints."""
-    store = open_store(args.store, must_exist=True)
+    require_existing_store(args.store, conversation=args.conversation)
+    store = open_store(args.store)
     try:
         rows = store.read(args.conversation)
         checkpoints = store.checkpoints(args.conversation)
@@ -181,7 +187,8 @@ def cmd_log_show(args: argparse.Namespace) -> int:
 
 def cmd_log_list(args: argparse.Namespace) -> int:
     """``log list``: the conversations of a store with their message counts."""
-    store = open_store(args.store, must_exist=True)
+    require_existing_store(args.store)
+    store = open_store(args.store)
     try:
         ids = store.list_conversations()
         counts = {cid: store.last_seq(cid) for cid in ids}
@@ -207,7 +214,8 @@ def cmd_log_context(args: argparse.Namespace) -> int:
     """
     counter = build_counter(args.counter)
     strategy = strategy_from_args(args)
-    with open_memory(args.store, args.conversation, strategy, counter, must_exist=True) as memory:
+    require_existing_store(args.store, conversation=args.conversation)
+    with open_memory(args.store, args.conversation, strategy, counter) as memory:
         if memory.store.last_seq(args.conversation) == 0:
             raise UsageError(f"no conversation {args.conversation!r} in {args.store}")
         context = memory.build_context()

@@ -7,9 +7,10 @@ names and meanings of ``MemoryStats``.
 
 from __future__ import annotations
 
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from contextfold.cli._io import table
+from contextfold.errors import SummarizerError
 from contextfold.messages import Message
 
 
@@ -110,3 +111,16 @@ def print_stats(stats: dict[str, Any], *, title: str, stream: IO[str]) -> None:
         rows.append(("net saved after summary cost", stats["lifetime_tokens_saved"]))
     rows.append(("fallback", stats["fallback"] or "none"))
     table(title, ("", "value"), rows, stream=stream)
+
+
+def refuse_fallback(stats: dict[str, Any], *, detail: str = "") -> NoReturn:
+    """Raise when the summarizer failed and ``--no-fallback`` forbade the fallback (exit 3).
+
+    Raises:
+        SummarizerError: always; the message names the failure and the option.
+    """
+    raise SummarizerError(
+        f"the summarizer failed ({stats['fallback']}) and --no-fallback forbids the "
+        f"sliding-window fallback{detail}",
+        code=stats.get("failure_code"),
+    )

@@ -46,6 +46,7 @@ def add_stats_parser(sub: Any) -> None:
 
 
 def _by_role(messages: Sequence[Message], per: Sequence[int]) -> dict[str, dict[str, int]]:
+    """Messages and tokens per role; ``per`` holds each message's token count."""
     by_role: dict[str, dict[str, int]] = {}
     for m, t in zip(messages, per, strict=True):
         row = by_role.setdefault(m.role, {"messages": 0, "tokens": 0})
@@ -72,6 +73,7 @@ def _by_tool(messages: Sequence[Message], counter: TokenCounter) -> dict[str, di
 
 
 def _by_turn(messages: Sequence[Message], per: Sequence[int]) -> list[dict[str, Any]]:
+    """Each turn (a user message and what answers it) with its size and first words."""
     from contextfold.turns import group_turns
 
     return [
