@@ -566,3 +566,109 @@ def test_store_errors_are_explained(tmp_path: Path) -> None:
     proc = cli("log", "append", "--store", url, "--conversation", "c")
     assert proc.returncode == 2
     assert "--text" in proc.stderr
+
+
+# -- options, titles, stores and strategies from the first review -------------------------
+
+
+def _parsers(parser: Any) -> list[Any]:
+    """``parser`` and every sub-parser under it, depth first."""
+    import argparse
+
+    out = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                out.extend(_parsers(child))
+    return out
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    import argparse
+
+    from contextfold.cli import build_parser
+
+    missing = [
+        f"{p.prog} {'/'.join(a.option_strings) or a.dest}"
+        for p in _parsers(build_parser())
+        for a in p._actions
+        if not isinstance(a, argparse._HelpAction | argparse._SubParsersAction)
+        and not (a.help and a.help != argparse.SUPPRESS)
+    ]
+    assert missing == []
+
+
+def test_log_context_table_is_titled_after_its_command(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    base = ("--store", url, "--conversation", "c1")
+    assert cli("log", "append", *base, str(EXAMPLES / "support_chat.json")).returncode == 0
+    proc = cli("log", "context", *base, "--budget", "400", "--strategy", "sliding")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("contextfold log context\n")
+    assert "contextfold compact" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("list",),
+        ("show", "--conversation", "c1"),
+        ("context", "--conversation", "c1", "--budget", "400"),
+    ],
+)
+def test_reading_a_missing_sqlite_store_fails_without_creating_it(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    missing = tmp_path / "missing.db"
+    proc = cli("log", command[0], "--store", f"sqlite:///{missing}", *command[1:])
+    assert proc.returncode == 1
+    assert "does not exist" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not missing.exists()
+
+
+def test_pipeline_prunes_first_and_summarizes_only_when_still_over() -> None:
+    path = EXAMPLES / "coding_session.json"
+    original = loaded(json.loads(path.read_text()), "anthropic")
+    args = ("compact", str(path), "--strategy", "pipeline", "--keep-recent", "2", "--json")
+    pruned = cli(*args, "--budget", "1500")
+    assert pruned.returncode == 0, pruned.stderr
+    stats = json.loads(pruned.stdout)["stats"]
+    assert stats["strategy"] == "pipeline"
+    assert stats["messages_pruned"] > 0
+    assert stats["summary_calls"] == 0  # pruning was enough: no summarizer call
+    check_context(loaded(json.loads(pruned.stdout)["context"], "anthropic"), original, 1500)
+    summarized = cli(*args, "--budget", "1000")
+    assert summarized.returncode == 0, summarized.stderr
+    data = json.loads(summarized.stdout)
+    assert data["stats"]["summarized"]
+    check_context(loaded(data["context"], "anthropic"), original, 1000)
+    plan = cli("plan", str(path), "--strategy", "pipeline", "--budget", "1000", "--json")
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["plan"]["strategy"] == "pipeline"
+
+
+def test_strategy_help_offers_pipeline_and_says_why_not_compactor() -> None:
+    proc = cli("compact", "--help")
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    assert "pipeline" in text
+    assert "SummaryCompactor is not offered: it budgets in characters" in text
+
+
+def test_config_error_is_a_usage_error_with_its_message(capsys: pytest.CaptureFixture[str]) -> None:
+    from contextfold.cli import EXIT_USAGE, report_error
+    from contextfold.errors import ConfigError
+
+    code = report_error(ConfigError("keep_recent must be at least 1, got 0", argument="x"))
+    assert code == EXIT_USAGE
+    assert capsys.readouterr().err == "contextfold: error: keep_recent must be at least 1, got 0\n"
+
+
+@pytest.mark.parametrize(
+    "option", [("--counter", "approx:nan"), ("--counter", "approx:inf"), ("--conversation", "")]
+)
+def test_bad_option_values_exit_2_without_traceback(option: tuple[str, str]) -> None:
+    proc = cli("compact", str(EXAMPLES / "support_chat.json"), "--budget", "400", *option)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr

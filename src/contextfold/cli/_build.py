@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
+from pathlib import Path
 from typing import Any
 
-from contextfold.cli._io import _PROVIDER_KEYS, EXIT_USAGE, UsageError
-from contextfold.errors import ContextfoldError, MissingExtraError, StoreError
+from contextfold.cli._io import EXIT_USAGE, UsageError
+from contextfold.errors import (
+    ConfigError,
+    ContextfoldError,
+    FormatError,
+    MissingExtraError,
+    StoreError,
+)
+from contextfold.memory import ConversationMemory
 from contextfold.strategies.base import Strategy
 from contextfold.summarizers.base import AsyncSummarizer, Summarizer
 from contextfold.tokens.base import TokenCounter
@@ -15,6 +25,15 @@ from contextfold.tokens.base import TokenCounter
 DEFAULT_KEEP_RECENT = 6
 #: Messages folded into the running summary per ``Hybrid`` call.
 DEFAULT_CHUNK_SIZE = 10
+#: The environment variable each provider SDK reads its API key from.
+PROVIDER_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+#: The ``--strategy`` names. The library's ``SummaryCompactor`` is left out on purpose: it
+#: budgets in characters, and every command promises a context within ``--budget`` tokens.
+STRATEGIES = ("sliding", "summary", "hybrid", "checkpoint", "prune", "pipeline")
+#: The strategies that call a summarizer.
+SUMMARIZING = frozenset({"summary", "hybrid", "checkpoint", "pipeline"})
+#: A store URL to show when one is malformed.
+_STORE_HINT = "e.g. sqlite:///chats.db or redis://localhost:6379/0"
 
 
 def build_counter(spec: str) -> TokenCounter:
@@ -26,7 +45,10 @@ def build_counter(spec: str) -> TokenCounter:
         if not arg:
             return ApproxCounter()
         try:
-            return ApproxCounter(float(arg))
+            chars = float(arg)
+            if not math.isfinite(chars):  # nan counts nothing, inf makes every text free
+                raise ValueError(arg)
+            return ApproxCounter(chars)
         except ValueError as exc:
             raise UsageError(
                 f"--counter {spec}: expected a positive number of characters per token",
@@ -77,7 +99,7 @@ def build_summarizer(spec: str) -> Summarizer | AsyncSummarizer:
         provider = model.split("/", 1)[0] if "/" in model else ""
         if not provider:
             provider = "anthropic" if model.startswith("claude") else "openai"
-    env = _PROVIDER_KEYS.get(provider)
+    env = PROVIDER_KEYS.get(provider)
     if env and not os.environ.get(env):
         raise UsageError(
             f"--summarizer {spec} needs an API key: set the {env} environment variable",
@@ -116,7 +138,13 @@ def build_strategy(
 
     A summary is capped at a quarter of the budget so it leaves room for the recent messages
     it sits next to. Pruning saves whatever it can (``min_savings=0``): a one-shot command
-    has no prompt cache to protect.
+    has no prompt cache to protect. ``pipeline`` clears old tool outputs first and calls
+    ``Hybrid`` only when the context is still over the budget, so a run whose tokens are
+    mostly tool outputs needs no summary at all.
+
+    Raises:
+        UsageError: exit 2 for a misconfiguration (a :class:`ConfigError` from the
+            strategy, with its message), exit 1 for any other refusal.
     """
     from contextfold import strategies as s
 
@@ -133,19 +161,68 @@ def build_strategy(
             return s.Summarization(
                 budget, keep_recent=recent, summarizer=summarizer, max_output_tokens=cap
             )
-        if name == "hybrid":
-            return s.Hybrid(
+        if name in ("hybrid", "pipeline"):
+            hybrid = s.Hybrid(
                 budget,
                 keep_recent=recent,
                 chunk_size=DEFAULT_CHUNK_SIZE,
                 summarizer=summarizer,
                 max_output_tokens=cap,
             )
+            if name == "hybrid":
+                return hybrid
+            prune = s.PruneToolOutputs(keep_recent=recent, min_savings=0)
+            return s.Pipeline([prune, hybrid], max_tokens=budget)
         if name == "checkpoint":
             return s.Checkpoint(summarizer, max_tokens=budget, max_output_tokens=cap)
+    except ConfigError as exc:
+        raise UsageError(f"cannot configure the {name!r} strategy: {exc}", code=EXIT_USAGE) from exc
     except (ValueError, ContextfoldError) as exc:
         raise UsageError(f"cannot configure the {name!r} strategy: {exc}") from exc
     raise UsageError(f"unknown strategy {name!r}", code=EXIT_USAGE)
+
+
+def strategy_from_args(args: argparse.Namespace, *, summarizer_spec: str | None = None) -> Strategy:
+    """The strategy the options ask for, with a summarizer only if it needs one.
+
+    ``summarizer_spec`` overrides ``--summarizer`` (a dry run stands the offline one in for
+    any provider, so it needs no API key).
+    """
+    summarizer = None
+    if args.strategy in SUMMARIZING:
+        summarizer = build_summarizer(summarizer_spec or args.summarizer)
+    return build_strategy(
+        args.strategy, budget=args.budget, summarizer=summarizer, keep_recent=args.keep_recent
+    )
+
+
+def require_existing_store(url: str, *, conversation: str | None = None) -> None:
+    """Refuse a SQLite store whose file is missing, rather than create an empty one.
+
+    Opening a SQLite store creates its file, so a command that only reads (``log list``,
+    ``show``, ``context``) would leave an empty database behind a typo and report nothing
+    stored. Server stores (Redis, PostgreSQL) have no such file: an unknown one is empty.
+
+    Raises:
+        UsageError: the file of a ``sqlite:///`` URL does not exist (exit 1); with
+            ``conversation``, the message also says that conversation is not there.
+    """
+    if not url.lower().startswith("sqlite:"):
+        return
+    from contextfold.stores.sqlite import parse_sqlite_url
+
+    try:
+        path = parse_sqlite_url(url)
+    except StoreError:
+        return  # opening the store reports the malformed URL
+    if path == ":memory:" or path.startswith("file::memory:"):
+        return
+    if not Path(path).exists():
+        lead = f"no conversation {conversation!r} in {url}" if conversation else f"--store {url}"
+        raise UsageError(
+            f"{lead}: the store does not exist ({path}: no such file)",
+            hint="check the path; log append and compact --store create a store",
+        )
 
 
 def open_store(url: str) -> Any:
@@ -157,6 +234,18 @@ def open_store(url: str) -> Any:
     except (MissingExtraError, StoreError):
         raise
     except ValueError as exc:
-        raise UsageError(
-            f"--store {url}: {exc}", hint="e.g. sqlite:///chats.db or redis://localhost:6379/0"
-        ) from exc
+        raise UsageError(f"--store {url}: {exc}", hint=_STORE_HINT) from exc
+
+
+def open_memory(
+    url: str, conversation: str, strategy: Strategy, counter: TokenCounter
+) -> ConversationMemory:
+    """The memory of a stored conversation; a bad URL is reported, not raised as a traceback."""
+    try:
+        return ConversationMemory.open(
+            url, conversation_id=conversation, strategy=strategy, counter=counter
+        )
+    except (MissingExtraError, StoreError, FormatError):
+        raise
+    except ValueError as exc:
+        raise UsageError(f"--store {url}: {exc}", hint=_STORE_HINT) from exc

@@ -30,7 +30,6 @@ _LIBRARY_NAMES: dict[str, FormatName] = {
     "responses": "openai_responses",
 }
 _CLI_NAMES = {v: k for k, v in _LIBRARY_NAMES.items()}
-STRATEGIES = ("sliding", "summary", "hybrid", "checkpoint", "prune")
 DEFAULT_STORE = "sqlite:///contextfold.db"
 
 # Well-known context window sizes, used by ``stats`` to put a conversation in perspective.
@@ -41,8 +40,6 @@ CONTEXT_WINDOWS: tuple[tuple[str, int], ...] = (
     ("200k (Claude class)", 200_000),
     ("1M (long-context models)", 1_000_000),
 )
-
-_PROVIDER_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
 
 class UsageError(Exception):
