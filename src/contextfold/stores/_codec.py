@@ -19,7 +19,7 @@ nothing is silently dropped.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields
 from json.encoder import encode_basestring
 from typing import Any
@@ -110,14 +110,29 @@ def encode_messages(conversation_id: str, messages: Sequence[Message]) -> list[s
         )
     out: list[str] = []
     add = out.append
-    plain = _plain_text
+    escape = encode_basestring
+    no_extra = _NO_EXTRA
     for index, message in enumerate(messages):
         if type(message) is Message:
-            # The commonest case inline: a batch spends most of its Python time here.
-            text = plain(message)
-            if text is not None and text.isascii():
-                add(text)
-                continue
+            # _plain_text inline: a batch spends most of its Python time here, and anything
+            # this does not cover takes the full path below.
+            parts = message.parts
+            if message.extra is no_extra and message.name is None and len(parts) == 1:
+                part = parts[0]
+                msg_id = message.id
+                if (
+                    type(part) is TextPart
+                    and part.extra is no_extra
+                    and type(msg_id) is str
+                    and type(part.text) is str
+                ):
+                    text = (
+                        f"{_TEXT_HEAD}{escape(msg_id)}{_ROLE_KEY}{message.role}"
+                        f"{_TEXT_KEY}{escape(part.text)}{_TAIL}"
+                    )
+                    if text.isascii():
+                        add(text)
+                        continue
         elif not isinstance(message, Message):
             raise StoreError(
                 f"append to {conversation_id!r}: item {index} is a {type(message).__name__}, "
@@ -186,21 +201,38 @@ def decode_message(data: str | bytes | bytearray, conversation_id: str, seq: int
         ) from exc
 
 
-def decode_rows(rows: Sequence[Sequence[Any]], conversation_id: str) -> list[StoredMessage]:
-    """``(seq, data)`` rows into stored messages, oldest first; raises at the first damage."""
+def decode_rows(rows: Iterable[Sequence[Any]], conversation_id: str) -> list[StoredMessage]:
+    """``(seq, data)`` rows into stored messages, oldest first; raises at the first damage.
+
+    The same as :func:`decode_message` row by row, with the commonest row read inline: a
+    full load decodes one row per message, so per-row overhead shows.
+    """
     out: list[StoredMessage] = []
     add = out.append
-    plain = _decode_plain_text
+    scan = _scanstring
+    trusted = _trusted
+    roles = ROLES
+    head, start = _TEXT_HEAD + '"', len(_TEXT_HEAD) + 1
+    role_key, text_key = _ROLE_KEY, _TEXT_KEY + '"'
     for seq, data in rows:
-        if type(data) is str and data[:1] == "{":
-            # The commonest row inline; anything unusual takes the checked path below.
+        if type(data) is str and data.startswith(head):
+            # _decode_plain_text inline; anything unusual takes the checked path below.
             try:
-                message = plain(data)
+                msg_id, end = scan(data, start)
+                role_start = end + len(role_key)
+                role_end = data.find('"', role_start)
+                role = data[role_start:role_end]
+                if (
+                    data.startswith(role_key, end)
+                    and role in roles
+                    and data.startswith(text_key, role_end)
+                ):
+                    text, end = scan(data, role_end + len(text_key))
+                    if len(data) == end + len(_TAIL) and data.endswith(_TAIL):
+                        add(StoredMessage(int(seq), trusted(role, text, id=msg_id)))
+                        continue
             except ValueError:
-                message = None
-            if message is not None:
-                add(StoredMessage(int(seq), message))
-                continue
+                pass
         add(decode_message(data, conversation_id, int(seq)))
     return out
 

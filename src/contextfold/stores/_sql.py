@@ -15,7 +15,7 @@ contextfold) is refused with :class:`StoreError` rather than read wrongly.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
@@ -32,18 +32,27 @@ from contextfold.stores.base import StoredMessage
 T = TypeVar("T")
 
 Rows = list[Sequence[Any]]
+#: What a streamed query is answered with: the rows, possibly one at a time.
+RowStream = Iterable[Sequence[Any]]
 
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    """One statement: ``many`` runs it once per parameter tuple in ``params``."""
+    """One statement: ``many`` runs it once per parameter tuple in ``params``.
+
+    With ``stream`` the driver may answer with an iterable that yields the rows one by one
+    (a sync cursor) instead of a list; the operation must consume it before its next query.
+    A full load decodes as it fetches, so each driver row is freed as soon as it is read
+    and the garbage collector never has to examine it (nor the list that would hold them).
+    """
 
     sql: str
     params: Sequence[Any] = ()
     many: bool = False
+    stream: bool = False
 
 
-Op = Generator[Query, Rows, T]
+Op = Generator[Query, Any, T]
 
 #: The largest sequence number a conversation can reach (SQLite packs it in 32 bits).
 MAX_SEQ = 2**32 - 1
@@ -214,7 +223,9 @@ def op_read(
 ) -> Op[list[StoredMessage]]:
     """Messages after ``after_seq`` in order; a damaged row raises with its seq."""
     rows = yield Query(
-        d.select_messages, (conversation_id, after_seq, d.no_limit if limit is None else limit)
+        d.select_messages,
+        (conversation_id, after_seq, d.no_limit if limit is None else limit),
+        stream=True,
     )
     return decode_rows(rows, conversation_id)
 
@@ -324,12 +335,15 @@ class SQLOpStore(OpStore):
 def run_sync(cursor: Any, op: Op[T]) -> T:
     """Run an operation on a DB-API cursor (the caller owns the transaction)."""
 
-    def answer(query: Query) -> Rows:
+    def answer(query: Query) -> Rows | RowStream:
         if query.many:
             cursor.executemany(query.sql, query.params)
             return []
         cursor.execute(query.sql, query.params)
-        return cursor.fetchall() if cursor.description is not None else []
+        if cursor.description is None:
+            return []
+        rows: Rows | RowStream = cursor if query.stream else cursor.fetchall()
+        return rows
 
     return drive(op, answer)
 
