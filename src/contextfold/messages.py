@@ -235,25 +235,14 @@ class Message:
         name: str | None = None,
         extra: Mapping[str, Any] = _EMPTY,
     ) -> Message:
-        """A message from fields that were validated before; UNCHECKED, for decoders only.
+        """A message from already-validated fields; UNCHECKED, for decoders only.
 
-        A store reading back rows it wrote itself builds one message per row, and the
-        dataclass ``__init__`` with its checks is most of that cost. This constructor sets the
-        fields directly and checks nothing, so it is only for data that was a valid
-        :class:`Message` when it was written (a decoder that has verified the row's shape).
-        Anything from a user or a provider goes through ``Message(...)`` or
-        :meth:`from_dict`, which validate.
-
-        Args:
-            role: one of :data:`ROLES` (not checked).
-            parts: a tuple of parts (not copied or checked), or a ``str`` for the commonest
-                content, one plain :class:`TextPart` with that text, built the same way.
-            id: the message id.
-            name: the participant name.
-            extra: provider fields; must not be mutated afterwards.
-
-        Returns:
-            A message equal to ``Message(role, parts, id=id, name=name, extra=extra)``.
+        It sets the fields directly, skipping ``__init__`` and every check (a store reading
+        back its own rows builds one message per row, and the checks are most of that cost).
+        Use it only for data that was a valid :class:`Message` when written, in a decoder that
+        verified the row's shape; anything else goes through ``Message(...)`` or
+        :meth:`from_dict`. ``parts`` is a tuple of parts (not copied), or a ``str`` for one
+        plain :class:`TextPart`. The result equals ``Message(role, parts, id=id, ...)``.
         """
         if type(parts) is str:
             part = _new_object(TextPart)
@@ -347,10 +336,7 @@ class Message:
         return cls(role, parts, id=msg_id, name=name, extra=dict(extra))  # type: ignore[arg-type]
 
 
-# Slot setters of the two classes, for :meth:`Message.trusted`: setting the fields directly
-# rather than through the frozen dataclass ``__init__`` (``object.__setattr__`` per field plus
-# ``__post_init__``) is about three times cheaper, and decoding a stored log builds one message
-# per row. They live here, beside the classes, so no other module reaches into the slots.
+# Slot setters for Message.trusted, beside the classes so no other module reaches into them.
 _new_object = object.__new__
 _set_text = TextPart.__dict__["text"].__set__
 _set_text_extra = TextPart.__dict__["extra"].__set__

@@ -4,7 +4,7 @@ Each of those backends describes every operation as a sans-I/O generator (SQL qu
 commands) and runs it with one sync and one async runner. What is left above that, checking
 the arguments, encoding, naming the operation for errors and choosing a transaction, is the
 same for every backend and for both APIs, so it lives here: a backend defines the ``_op_*``
-builders and the two runners, and :class:`OpStore` turns them into the twenty methods of
+builders and the two runners, and :class:`OpStore` turns them into the sync and async methods of
 :class:`~contextfold.stores.base.Store` and :class:`~contextfold.stores.base.AsyncStore`.
 """
 

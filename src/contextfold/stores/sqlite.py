@@ -7,9 +7,9 @@ of sequence numbers right after the conversation's newest one.
 
 Messages live in one table keyed ``num << 32 | seq`` (``num`` numbers the conversation), so a
 conversation is one contiguous key range: appends go to its end, the newest sequence number is
-one B-tree seek, and a window is a range scan. The commonest message, one plain text part, is
-stored as a compact row rather than JSON (see :mod:`contextfold.stores._codec`); writing and
-reading it skips JSON entirely.
+one B-tree seek, and a window is a range scan. Rows are the JSON every backend stores (see
+:mod:`contextfold.stores._codec`); files from earlier versions may also hold compact text
+rows, which are still read.
 
 Durability: with the default ``synchronous="NORMAL"`` a committed append survives the writing
 process being killed at any moment (the WAL is in the operating system's hands once the commit
