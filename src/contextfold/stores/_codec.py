@@ -215,6 +215,11 @@ def decode_rows(rows: Iterable[Sequence[Any]], conversation_id: str) -> list[Sto
     head, start = _TEXT_HEAD + '"', len(_TEXT_HEAD) + 1
     role_key, text_key = _ROLE_KEY, _TEXT_KEY + '"'
     for seq, data in rows:
+        if type(data) is bytes:  # Redis replies are bytes unless the client decodes them
+            try:  # noqa: SIM105  (cheaper per row than a suppress() block)
+                data = data.decode()
+            except UnicodeDecodeError:
+                pass  # decode_message below reports it with its location
         if type(data) is str and data.startswith(head):
             # _decode_plain_text inline; anything unusual takes the checked path below.
             try:

@@ -34,7 +34,7 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConflictError, MissingExtraError, StoreError
 from contextfold.stores._backend import LockingOpStore
 from contextfold.stores._checks import as_text, check_checkpoint_commit, check_positive, redact_url
-from contextfold.stores._codec import decode_checkpoint, decode_message
+from contextfold.stores._codec import decode_checkpoint, decode_rows
 from contextfold.stores.base import StoreConfigError, StoredMessage
 
 __all__ = ["RedisStore"]
@@ -192,7 +192,8 @@ class RedisStore(LockingOpStore):
             return []
         end = -1 if limit is None else after_seq + limit - 1
         items = yield _Cmd(("LRANGE", self._key(cid, "m"), after_seq, end))
-        return [decode_message(data, cid, after_seq + 1 + i) for i, data in enumerate(items)]
+        # A message's seq is its list position; the bulk decoder reads the commonest rows inline.
+        return decode_rows(enumerate(items, after_seq + 1), cid)
 
     def _op_last_seq(self, cid: str) -> _Op[int]:
         return int((yield _Cmd(("LLEN", self._key(cid, "m")))))
