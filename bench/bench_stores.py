@@ -11,10 +11,10 @@ Measured in one run, each store in a fresh database or key space:
   the lock, since a WAL commit at ``synchronous=NORMAL`` does not wait for the disk);
 * **batched append**: 1,000 messages per call, until the conversation holds N messages;
 * **load all**: read the whole N-message conversation back, median of 3 (``read(cid)``
-  decodes every row into validated ``Message`` objects; ``get_items()`` only ``json.loads``
+  decodes every row into ``Message`` objects; ``get_items()`` only ``json.loads``
   each row into a dict). The time includes a collection of the young generations right
-  after, so garbage-collector work a store defers (ours pause the collector while decoding a
-  large read) is counted, not hidden;
+  after, so garbage-collector work a store defers is counted, not hidden (contextfold's
+  stores do not switch the collector off);
 * **tail window**: the newest 50 messages, ``read(cid, after_seq=N-50, limit=50)`` against
   ``get_items(limit=50)``, median of repeated reads.
 
@@ -237,7 +237,7 @@ async def measure(
         for c in bulk:
             started = time.perf_counter()
             assert await c.load_all() == n
-            # Count collector work a store deferred (SQL stores pause it while decoding).
+            # Count collector work a store deferred, if any.
             gc.collect(1)
             loaded[c.name].append(time.perf_counter() - started)
     for _ in range(repeat):

@@ -225,6 +225,40 @@ class Message:
         part = ToolResultPart(call_id, body, is_error=is_error, name=name)
         return cls("tool", (part,), **kwargs)
 
+    @classmethod
+    def trusted(
+        cls,
+        role: str,
+        parts: tuple[Part, ...] | str,
+        *,
+        id: str,
+        name: str | None = None,
+        extra: Mapping[str, Any] = _EMPTY,
+    ) -> Message:
+        """A message from already-validated fields; UNCHECKED, for decoders only.
+
+        It sets the fields directly, skipping ``__init__`` and every check (a store reading
+        back its own rows builds one message per row, and the checks are most of that cost).
+        Use it only for data that was a valid :class:`Message` when written, in a decoder that
+        verified the row's shape; anything else goes through ``Message(...)`` or
+        :meth:`from_dict`. ``parts`` is a tuple of parts (not copied), or a ``str`` for one
+        plain :class:`TextPart`. The result equals ``Message(role, parts, id=id, ...)``.
+        """
+        if type(parts) is str:
+            part = _new_object(TextPart)
+            _set_text(part, parts)
+            _set_text_extra(part, _EMPTY)
+            _set_text_kind(part, "text")
+            parts = (part,)
+        message = _new_object(cls)
+        _set_role(message, role)
+        _set_parts(message, parts)
+        _set_id(message, id)
+        _set_name(message, name)
+        _set_extra(message, extra)
+        _set_token_cache(message, {})
+        return message
+
     # -- views --------------------------------------------------------------------------
 
     @property
@@ -302,9 +336,7 @@ class Message:
         return cls(role, parts, id=msg_id, name=name, extra=dict(extra))  # type: ignore[arg-type]
 
 
-# Slot setters of the two classes, for building the commonest message shape without the
-# dataclass __init__ (about three times cheaper): decoding a stored log creates one message
-# per row, so this is the hot path of a full load.
+# Slot setters for Message.trusted, beside the classes so no other module reaches into them.
 _new_object = object.__new__
 _set_text = TextPart.__dict__["text"].__set__
 _set_text_extra = TextPart.__dict__["extra"].__set__
@@ -315,26 +347,6 @@ _set_id = Message.__dict__["id"].__set__
 _set_name = Message.__dict__["name"].__set__
 _set_extra = Message.__dict__["extra"].__set__
 _set_token_cache = Message.__dict__["_token_cache"].__set__
-
-
-def _text_message(role: str, text: str, msg_id: str) -> Message:
-    """``Message(role, (TextPart(text),), id=msg_id)``, built field by field.
-
-    The caller guarantees what ``__init__`` would check: ``role`` is one of :data:`ROLES`,
-    and ``text`` and ``msg_id`` are strings. The result equals the normally built message.
-    """
-    part = _new_object(TextPart)
-    _set_text(part, text)
-    _set_text_extra(part, _EMPTY)
-    _set_text_kind(part, "text")
-    message = _new_object(Message)
-    _set_role(message, role)
-    _set_parts(message, (part,))
-    _set_id(message, msg_id)
-    _set_name(message, None)
-    _set_extra(message, _EMPTY)
-    _set_token_cache(message, {})
-    return message
 
 
 def _as_parts(content: str | Iterable[Part]) -> tuple[Part, ...]:

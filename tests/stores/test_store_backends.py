@@ -13,7 +13,7 @@ import pytest
 from contextfold.errors import StoreError
 from contextfold.messages import Message
 from contextfold.stores import InMemoryStore, SQLiteStore, open_store
-from contextfold.stores._sql import sqlite_dialect
+from contextfold.stores._dialects import sqlite_dialect
 from contextfold.stores.sqlite import parse_sqlite_url
 
 # -- SQLite ----------------------------------------------------------------------------

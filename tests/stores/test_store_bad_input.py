@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from contextfold.checkpoints import CheckpointRecord
-from contextfold.errors import MissingExtraError, StoreError
+from contextfold.errors import ConfigError, MissingExtraError, StoreError
 from contextfold.messages import Message
 from contextfold.stores import InMemoryStore, SQLiteStore, open_store
 
@@ -31,8 +31,10 @@ def cid() -> str:
     "url", ["ftp://host/x", "mysql://u@h/db", "chats.db", "", "sqlite:/x.db", "sqlite:///"]
 )
 def test_unknown_or_malformed_url(url: str) -> None:
-    with pytest.raises(StoreError, match="URL"):
+    with pytest.raises(ConfigError, match="URL") as info:
         open_store(url)
+    assert isinstance(info.value, StoreError)  # what these raised before, still caught
+    assert info.value.argument == "target"
 
 
 def test_password_is_not_echoed_in_errors() -> None:
@@ -45,9 +47,9 @@ def test_password_is_not_echoed_in_errors() -> None:
 def test_open_store_returns_a_store_as_is_and_rejects_other_objects() -> None:
     store = InMemoryStore()
     assert open_store(store) is store
-    with pytest.raises(StoreError):
+    with pytest.raises(ConfigError):
         open_store(42)  # type: ignore[arg-type]
-    with pytest.raises(StoreError, match="options"):
+    with pytest.raises(ConfigError, match="options"):
         open_store(store, schema="x")  # type: ignore[arg-type]
 
 
@@ -313,3 +315,54 @@ def test_postgres_password_is_not_echoed(target: str, secret: str) -> None:
     assert secret not in str(info.value)
     assert secret not in repr(store)
     assert "***" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "argument"),
+    [
+        ({"synchronous": "SOMETIMES"}, "synchronous"),
+        ({"timeout": -1}, "timeout"),
+        ({"timeout": "30"}, "timeout"),
+    ],
+)
+def test_bad_sqlite_options_are_config_errors(
+    tmp_path: Path, options: dict[str, Any], argument: str
+) -> None:
+    with pytest.raises(ConfigError, match=argument) as info:
+        SQLiteStore(tmp_path / "s.db", **options)
+    assert info.value.argument == argument
+
+
+@pytest.mark.parametrize(
+    ("options", "argument"),
+    [
+        ({"min_size": -1}, "min_size"),
+        ({"max_size": 0}, "max_size"),
+        ({"min_size": 4, "max_size": 2}, "max_size"),
+        ({"connect_timeout": 0}, "connect_timeout"),
+        ({"schema": "drop table"}, "schema"),
+    ],
+)
+def test_bad_postgres_options_are_config_errors(options: dict[str, Any], argument: str) -> None:
+    pytest.importorskip("psycopg")
+    with pytest.raises(ConfigError) as info:
+        open_store("postgresql://u@127.0.0.1:1/db", **options)
+    assert info.value.argument == argument
+
+
+@pytest.mark.parametrize(
+    ("options", "argument"),
+    [({"key_prefix": ""}, "key_prefix"), ({"connect_timeout": -2.0}, "connect_timeout")],
+)
+def test_bad_redis_options_are_config_errors(options: dict[str, Any], argument: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        open_store("redis://127.0.0.1:1/0", **options)
+    assert info.value.argument == argument
+
+
+@pytest.mark.parametrize("ttl", [0, -1.0, float("nan"), "60", True])
+def test_a_bad_ttl_is_a_config_error(ttl: Any) -> None:
+    store = InMemoryStore()
+    with pytest.raises(ConfigError, match="ttl") as info, store.compaction_lock("c", ttl=ttl):
+        pass
+    assert info.value.argument == "ttl"

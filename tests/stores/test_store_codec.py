@@ -1,4 +1,4 @@
-"""Stored rows: JSON is exactly ``Message.to_dict()``; compact rows round trip exactly."""
+"""Stored rows: JSON is exactly ``Message.to_dict()``; compact rows of old files are still read."""
 
 from __future__ import annotations
 
@@ -14,16 +14,9 @@ from hypothesis import strategies as st
 from store_helpers import rich_conversation
 
 from contextfold.errors import StoreError
-from contextfold.messages import Message, TextPart, _text_message
+from contextfold.messages import Message, TextPart
 from contextfold.stores import SQLiteStore
-from contextfold.stores._codec import (
-    PAUSE_GC_ROWS,
-    decode_message,
-    decode_rows,
-    encode_message,
-    encode_messages,
-    encode_row,
-)
+from contextfold.stores._codec import decode_message, decode_rows, encode_message, encode_messages
 from contextfold.stores.base import StoredMessage
 
 ANY_CHAR = st.characters(min_codepoint=0, max_codepoint=0x10FFFF, blacklist_categories=())
@@ -101,54 +94,39 @@ def test_equivalent_json_in_another_layout_decodes_the_same() -> None:
     assert decode_message(loose.encode(), "c", 1).message == m
 
 
-# -- compact rows ----------------------------------------------------------------------
+# -- the fast text path and the trusted constructor ----------------------------------------
 
 
 def is_plain(m: Message) -> bool:
-    """The shape compact rows cover: one extra-less text part, no name, no extras."""
+    """The shape the fast path covers: one extra-less text part, no name, no extras."""
     return (
         len(m.parts) == 1
         and type(m.parts[0]) is TextPart
         and not m.parts[0].extra
         and m.name is None
         and not m.extra
-        and "\x1f" not in m.id
     )
 
 
 @settings(max_examples=300, deadline=None)
 @given(messages())
-def test_compact_rows_round_trip_every_message(m: Message) -> None:
-    row = encode_row(m)
-    row.encode()  # valid UTF-8 whatever the text
-    try:
-        (m.text + m.id).encode()
-        encodable = True
-    except UnicodeEncodeError:
-        encodable = False
-    if is_plain(m) and encodable:
-        assert row == f"\x1e{m.role[0]}{len(m.text)}:{m.id}\x1f{m.text}"
-    else:
-        assert row == encode_message(m)  # JSON for everything else
-    assert decode_message(row, "c", 4).message == m
-    assert decode_message(row.encode(), "c", 4).message == m
+def test_rows_decode_alike_one_by_one_and_in_bulk(m: Message) -> None:
+    row = encode_message(m)
     assert decode_rows([(4, row)], "c") == [decode_message(row, "c", 4)]
+    assert decode_rows([(4, row.encode())], "c") == [StoredMessage(4, m)]
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.text(ANY_CHAR, max_size=30), ROLE, st.text(ANY_CHAR, max_size=6))
-def test_damaged_compact_rows_never_decode_silently(text: str, role: str, msg_id: str) -> None:
-    row = encode_row(Message(role, (TextPart(text),), id=msg_id))
-    damaged = [row[:cut] for cut in range(len(row))] + [row + "}", row + "x"]
-    for raw in damaged:
-        with pytest.raises(StoreError, match="seq 7"):
-            decode_message(raw, "c", 7)
+def test_damaged_rows_never_decode_silently_in_bulk(text: str, role: str, msg_id: str) -> None:
+    row = encode_message(Message(role, (TextPart(text),), id=msg_id))
+    for raw in [row[:cut] for cut in range(len(row))] + [row + "}", row + "x"]:
         with pytest.raises(StoreError, match="seq 7"):
             decode_rows([(6, row), (7, raw)], "c")
 
 
-def test_the_fast_constructor_builds_the_same_message() -> None:
-    # _text_message sets every field itself; a field added to either class must be added
+def test_the_trusted_constructor_builds_the_same_message() -> None:
+    # Message.trusted sets every field itself; a field added to either class must be added
     # there too, or messages read from a store would lack it.
     assert [f.name for f in fields(Message)] == [
         "role",
@@ -159,15 +137,52 @@ def test_the_fast_constructor_builds_the_same_message() -> None:
         "_token_cache",
     ]
     assert [f.name for f in fields(TextPart)] == ["text", "extra", "kind"]
-    built = _text_message("tool", "résumé \x00", "id-1")
+    built = Message.trusted("tool", "résumé \x00", id="id-1")
     plain = Message("tool", (TextPart("résumé \x00"),), id="id-1")
     assert built == plain
     assert hash(built) == hash(plain)
     assert repr(built) == repr(plain)
     assert built._token_cache == {}
-    assert built._token_cache is not _text_message("tool", "", "x")._token_cache
+    assert built._token_cache is not Message.trusted("tool", "", id="x")._token_cache
     assert built.parts[0].kind == "text"
     assert built.text == "résumé \x00"
+    rich = rich_conversation()[-1]
+    again = Message.trusted(rich.role, rich.parts, id=rich.id, name=rich.name, extra=rich.extra)
+    assert again == rich
+    assert repr(again) == repr(rich)
+
+
+# -- compact rows written by earlier versions ------------------------------------------------
+
+
+def legacy_row(m: Message) -> str:
+    """A compact row exactly as contextfold wrote them before JSON became the only format."""
+    return f"\x1e{m.role[0]}{len(m.text)}:{m.id}\x1f{m.text}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(messages())
+def test_compact_rows_of_earlier_versions_are_still_read(m: Message) -> None:
+    if not is_plain(m) or "\x1f" in m.id:
+        return  # earlier versions wrote these as JSON
+    row = legacy_row(m)
+    assert decode_message(row, "c", 4).message == m
+    assert decode_rows([(4, row), (5, encode_message(m))], "c") == [
+        StoredMessage(4, m),
+        StoredMessage(5, m),
+    ]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(ANY_CHAR, max_size=30), ROLE, st.text(ANY_CHAR, max_size=6))
+def test_damaged_compact_rows_never_decode_silently(text: str, role: str, msg_id: str) -> None:
+    row = legacy_row(Message(role, (TextPart(text),), id=msg_id.replace("\x1f", "")))
+    damaged = [row[:cut] for cut in range(len(row))] + [row + "}", row + "x"]
+    for raw in damaged:
+        with pytest.raises(StoreError, match="seq 7"):
+            decode_message(raw, "c", 7)
+        with pytest.raises(StoreError, match="seq 7"):
+            decode_rows([(6, row), (7, raw)], "c")
 
 
 ODD_TEXTS = ["", "\x00", "a\x1fb", "\x1e", "12:34", "ünï 🙂", "lone \udcff", "x" * 5000]
@@ -199,47 +214,62 @@ def test_sqlite_batches_of_any_size_keep_order_and_numbering(tmp_path: Path, siz
     store.close()
 
 
-def test_a_log_written_before_compact_rows_is_upgraded_and_read(tmp_path: Path) -> None:
+def test_a_log_with_compact_rows_on_disk_is_read_and_appended_to(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    store = SQLiteStore(path)
+    old = [Message.user("from before"), Message.assistant("also compact"), *rich_conversation()]
+    store.append("c", old)
+    store.close()
+    # Make the file look like one written by a version that stored compact rows.
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT key, data FROM contextfold_messages ORDER BY key").fetchall()
+        for (key, _), m in zip(rows, old, strict=True):
+            if is_plain(m):
+                conn.execute(
+                    "UPDATE contextfold_messages SET data = ? WHERE key = ?", (legacy_row(m), key)
+                )
+    store = SQLiteStore(path)
+    new = [Message.user("after the upgrade")]
+    store.append("c", new)
+    assert [s.message for s in store.read("c")] == old + new
+    assert [s.message for s in store.read("c", after_seq=1, limit=1)] == old[1:2]
+    store.close()
+    with sqlite3.connect(path) as conn:
+        data = [d for (d,) in conn.execute("SELECT data FROM contextfold_messages ORDER BY key")]
+    assert data[0].startswith("\x1e")
+    assert data[-1] == encode_message(new[0])  # new rows are JSON
+
+
+def test_a_log_written_before_migration_2_is_upgraded_and_read(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     store = SQLiteStore(path)
     old = [Message.user("from before"), Message.assistant("also JSON")]
     store.append("c", old)
     store.close()
-    # Make the file look like one written by a version with JSON rows only.
     with sqlite3.connect(path) as conn:
-        for key, data in conn.execute("SELECT key, data FROM contextfold_messages").fetchall():
-            msg = decode_message(data, "c", 1).message
-            conn.execute(
-                "UPDATE contextfold_messages SET data = ? WHERE key = ?", (encode_message(msg), key)
-            )
         conn.execute("DELETE FROM contextfold_schema WHERE version = 2")
-        assert all(
-            d.startswith("{") for (d,) in conn.execute("SELECT data FROM contextfold_messages")
-        )
     store = SQLiteStore(path)
-    new = [Message.user("after the upgrade")]
-    store.append("c", new)
-    assert [s.message for s in store.read("c")] == old + new
+    store.append("c", [Message.user("after the upgrade")])
+    assert [s.message.text for s in store.read("c")] == [
+        "from before",
+        "also JSON",
+        "after the upgrade",
+    ]
     store.close()
     with sqlite3.connect(path) as conn:
         names = [n for (n,) in conn.execute("SELECT name FROM contextfold_schema ORDER BY version")]
-        rows = [d for (d,) in conn.execute("SELECT data FROM contextfold_messages ORDER BY key")]
     assert names == ["0001_initial_log", "0002_compact_text_rows"]
-    assert rows[0].startswith("{")
-    assert rows[2].startswith("\x1e")
 
 
-def test_big_batches_decode_like_single_rows_and_restore_the_collector() -> None:
+def test_big_batches_decode_like_single_rows_and_leave_the_collector_alone() -> None:
     assert [f.name for f in fields(StoredMessage)] == ["seq", "message"]
-    batch = [Message.user(f"turn {i}") for i in range(PAUSE_GC_ROWS)] + rich_conversation()
-    rows = [(seq, encode_row(m)) for seq, m in enumerate(batch, 1)]
+    batch = [Message.user(f"turn {i}") for i in range(3000)] + rich_conversation()
+    rows = [(seq, encode_message(m)) for seq, m in enumerate(batch, 1)]
     decoded = decode_rows(rows, "c")
     assert decoded == [StoredMessage(seq, m) for seq, m in enumerate(batch, 1)]
-    assert gc.isenabled()
     damaged = [*rows[:-1], (len(rows), rows[-1][1][:-1])]
     with pytest.raises(StoreError, match=f"seq {len(rows)}"):
         decode_rows(damaged, "c")
-    assert gc.isenabled()
     gc.disable()
     try:
         assert decode_rows(rows, "c") == decoded
@@ -252,21 +282,15 @@ def test_big_batches_decode_like_single_rows_and_restore_the_collector() -> None
 @given(st.lists(messages(), max_size=8))
 def test_batch_encoding_matches_row_by_row(batch: list[Message]) -> None:
     batch += [Message.from_dict(m.to_dict()) for m in batch]  # plain-dict extras
-    assert encode_messages("c", batch, compact=True) == [encode_row(m) for m in batch]
     assert encode_messages("c", batch) == [encode_message(m) for m in batch]
 
 
-def test_a_large_sqlite_read_restores_the_collector(tmp_path: Path) -> None:
+def test_a_closed_sqlite_store_refuses_reads(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "s.db")
-    batch = [Message.user(f"m{i}") for i in range(PAUSE_GC_ROWS + 10)]
+    batch = [Message.user(f"m{i}") for i in range(3000)]
     store.append("c", batch)
     assert [s.message for s in store.read("c")] == batch
-    assert gc.isenabled()
-    assert [s.seq for s in store.read("c", after_seq=5, limit=PAUSE_GC_ROWS)][-1] == (
-        PAUSE_GC_ROWS + 5
-    )
-    assert gc.isenabled()
+    assert [s.seq for s in store.read("c", after_seq=5, limit=2000)][-1] == 2005
     store.close()
     with pytest.raises(StoreError, match="closed"):
         store.read("c")
-    assert gc.isenabled()  # resumed on the error path too

@@ -17,10 +17,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from contextfold._lazy import lazy_exports
-from contextfold.errors import StoreError
-from contextfold.stores._codec import redact_url
-from contextfold.stores.base import AsyncStore, Store, StoredMessage
+from contextfold.stores._checks import redact_url
+from contextfold.stores.base import (
+    AsyncCheckpointLog,
+    AsyncCompactionLock,
+    AsyncMessageLog,
+    AsyncStore,
+    CheckpointLog,
+    CompactionLock,
+    MessageLog,
+    Store,
+    StoreConfigError,
+    StoredMessage,
+    has_async_checkpoints,
+    has_async_compaction_lock,
+    has_checkpoints,
+    has_compaction_lock,
+)
 from contextfold.stores.memory import InMemoryStore
+from contextfold.stores.partial import AsyncPartialStore, PartialStore, as_async_store, as_store
 from contextfold.stores.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
@@ -28,13 +43,28 @@ if TYPE_CHECKING:
     from contextfold.stores.redis import RedisStore
 
 __all__ = [
+    "AsyncCheckpointLog",
+    "AsyncCompactionLock",
+    "AsyncMessageLog",
+    "AsyncPartialStore",
     "AsyncStore",
+    "CheckpointLog",
+    "CompactionLock",
     "InMemoryStore",
+    "MessageLog",
+    "PartialStore",
     "PostgresStore",
     "RedisStore",
     "SQLiteStore",
     "Store",
+    "StoreConfigError",
     "StoredMessage",
+    "as_async_store",
+    "as_store",
+    "has_async_checkpoints",
+    "has_async_compaction_lock",
+    "has_checkpoints",
+    "has_compaction_lock",
     "open_store",
 ]
 
@@ -49,19 +79,27 @@ def open_store(target: str | Store, /, **options: Any) -> Store:
             ``synchronous="FULL"`` for SQLite or ``schema="app"`` for PostgreSQL).
 
     Raises:
-        StoreError: the URL scheme is unknown, or the store cannot be opened.
+        StoreConfigError: the URL scheme is unknown, or the options do not apply (a
+            :class:`~contextfold.errors.ConfigError`, also a ``StoreError``).
+        StoreError: the store cannot be opened.
         MissingExtraError: the backend's optional dependency is not installed.
     """
     if not isinstance(target, str):
         if isinstance(target, Store):
             if options:
-                raise StoreError("options cannot be applied to an existing store instance")
+                raise StoreConfigError(
+                    "options cannot be applied to an existing store instance", argument="options"
+                )
             return target
-        raise StoreError(f"expected a store URL or a Store, got {type(target).__name__}")
+        raise StoreConfigError(
+            f"expected a store URL or a Store, got {type(target).__name__}", argument="target"
+        )
     scheme = target.split(":", 1)[0].lower() if ":" in target else ""
     if scheme == "memory":
         if options:
-            raise StoreError(f"InMemoryStore takes no options, got {sorted(options)}")
+            raise StoreConfigError(
+                f"InMemoryStore takes no options, got {sorted(options)}", argument="options"
+            )
         return InMemoryStore()
     if scheme == "sqlite":
         return SQLiteStore(target, **options)
@@ -73,9 +111,10 @@ def open_store(target: str | Store, /, **options: Any) -> Store:
         from contextfold.stores.postgres import PostgresStore
 
         return PostgresStore(target, **options)
-    raise StoreError(
+    raise StoreConfigError(
         f"unknown store URL {redact_url(target)!r}: expected memory://, sqlite:///, redis://, "
-        "rediss:// or postgresql://"
+        "rediss:// or postgresql://",
+        argument="target",
     )
 
 

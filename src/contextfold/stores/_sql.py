@@ -15,37 +15,44 @@ contextfold) is refused with :class:`StoreError` rather than read wrongly.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
 from typing import Any, TypeVar
 
+from contextfold._drive import adrive, drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import StoreError
-from contextfold.stores._codec import (
-    check_checkpoint_commit,
-    decode_checkpoint,
-    decode_rows,
-)
+from contextfold.stores._backend import OpStore
+from contextfold.stores._checks import check_checkpoint_commit
+from contextfold.stores._codec import decode_checkpoint, decode_rows
 from contextfold.stores.base import StoredMessage
 
 T = TypeVar("T")
 
 Rows = list[Sequence[Any]]
+#: What a streamed query is answered with: the rows, possibly one at a time.
+RowStream = Iterable[Sequence[Any]]
 
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    """One statement: ``many`` runs it once per parameter tuple in ``params``."""
+    """One statement: ``many`` runs it once per parameter tuple in ``params``.
+
+    With ``stream`` the driver may answer with an iterable that yields the rows one by one
+    (a sync cursor) instead of a list; the operation must consume it before its next query.
+    A full load decodes as it fetches, so each driver row is freed as soon as it is read
+    and the garbage collector never has to examine it (nor the list that would hold them).
+    """
 
     sql: str
     params: Sequence[Any] = ()
     many: bool = False
+    stream: bool = False
 
 
-Op = Generator[Query, Rows, T]
+Op = Generator[Query, Any, T]
 
 #: The largest sequence number a conversation can reach (SQLite packs it in 32 bits).
 MAX_SEQ = 2**32 - 1
@@ -62,7 +69,7 @@ class Migration:
 
 @dataclass(frozen=True, slots=True)
 class Dialect:
-    """The SQL text of one database; see :func:`sqlite_dialect` and :func:`postgres_dialect`."""
+    """The SQL text of one database (see :mod:`contextfold.stores._dialects`)."""
 
     name: str
     migrations: tuple[Migration, ...]
@@ -92,213 +99,6 @@ class Dialect:
     select_lock: str = ""
     upsert_lock: str = ""
     release_lock: str = ""
-
-
-def _sqlite_migrations() -> tuple[Migration, ...]:
-    return (
-        Migration(
-            1,
-            "0001_initial_log",
-            (
-                # A message's rowid is ``num << 32 | seq`` (``num`` numbers conversations):
-                # one B-tree, rows appended at the end of their conversation's key range,
-                # and a tail window is a rowid range scan.
-                "CREATE TABLE IF NOT EXISTS contextfold_conversations ("
-                " num INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, last_seq INTEGER NOT NULL)",
-                "CREATE TABLE IF NOT EXISTS contextfold_messages ("
-                " key INTEGER PRIMARY KEY, data TEXT NOT NULL)",
-                "CREATE TABLE IF NOT EXISTS contextfold_checkpoints ("
-                " conversation_id TEXT NOT NULL, n INTEGER NOT NULL, id TEXT NOT NULL,"
-                " data TEXT NOT NULL, PRIMARY KEY (conversation_id, n))",
-                "CREATE TABLE IF NOT EXISTS contextfold_locks ("
-                " conversation_id TEXT PRIMARY KEY, token TEXT NOT NULL,"
-                " expires_at REAL NOT NULL)",
-            ),
-        ),
-        # No table changes, but from here on rows may be compact (see ``_codec``) and the
-        # next seq follows the largest key (``last_seq`` is no longer kept). An older
-        # contextfold could neither read nor number such a log, so it must refuse the file.
-        Migration(2, "0002_compact_text_rows", ()),
-    )
-
-
-_SQLITE_MAX_KEY = (
-    "(SELECT max(m.key) FROM contextfold_messages AS m"
-    " WHERE m.key > (c.num << 32) AND m.key < ((c.num + 1) << 32))"
-)
-_SQLITE_LAST_KEY = (
-    f"SELECT c.num, {_SQLITE_MAX_KEY} FROM contextfold_conversations AS c WHERE c.id = ?"
-)
-_SQLITE_LAST_SEQ = (
-    f"SELECT coalesce({_SQLITE_MAX_KEY} - (c.num << 32), 0)"
-    " FROM contextfold_conversations AS c WHERE c.id = ?"
-)
-
-
-def sqlite_dialect() -> Dialect:
-    """SQLite (3.24+)."""
-    return Dialect(
-        name="sqlite",
-        migrations=_sqlite_migrations(),
-        schema_table_exists=(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'contextfold_schema'"
-        ),
-        create_schema_table=(
-            "CREATE TABLE IF NOT EXISTS contextfold_schema ("
-            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)",
-        ),
-        select_schema="SELECT version, name FROM contextfold_schema ORDER BY version",
-        insert_schema=(
-            "INSERT INTO contextfold_schema (version, name, applied_at)"
-            " VALUES (?, ?, strftime('%s', 'now'))"
-        ),
-        migration_lock=None,
-        # The sequence counter is the conversation's largest key (a B-tree seek): an append
-        # then dirties only the message pages, not a counter row as well. The last_seq column
-        # of 0001 is no longer kept up to date from 0002 on.
-        bump="",
-        bump_returns=False,
-        select_key_and_last=_SQLITE_LAST_KEY,
-        select_last_seq=_SQLITE_LAST_SEQ,
-        lock_conversation=_SQLITE_LAST_SEQ,
-        insert_conversation="INSERT INTO contextfold_conversations (id, last_seq) VALUES (?, 0)",
-        # Rows go in as multi-row VALUES lists (see op_append); this is the statement head.
-        insert_messages="INSERT INTO contextfold_messages (key, data) VALUES ",
-        insert_uses_arrays=False,
-        packed_keys=True,
-        select_messages=(
-            "WITH c AS (SELECT num << 32 AS base FROM contextfold_conversations WHERE id = ?)"
-            " SELECT m.key - c.base, m.data FROM c, contextfold_messages AS m"
-            " WHERE m.key > c.base + ? AND m.key < c.base + 4294967296 ORDER BY m.key LIMIT ?"
-        ),
-        no_limit=-1,
-        select_latest_checkpoint_id=(
-            "SELECT n, id FROM contextfold_checkpoints WHERE conversation_id = ?"
-            " ORDER BY n DESC LIMIT 1"
-        ),
-        select_latest_checkpoint=(
-            "SELECT n, data FROM contextfold_checkpoints WHERE conversation_id = ?"
-            " ORDER BY n DESC LIMIT 1"
-        ),
-        select_checkpoints=(
-            "SELECT n, data FROM contextfold_checkpoints WHERE conversation_id = ? ORDER BY n"
-        ),
-        insert_checkpoint=(
-            "INSERT INTO contextfold_checkpoints (conversation_id, n, id, data) VALUES (?, ?, ?, ?)"
-        ),
-        select_conversations="SELECT id FROM contextfold_conversations ORDER BY id",
-        delete_statements=(
-            "WITH c AS (SELECT num << 32 AS base FROM contextfold_conversations WHERE id = ?)"
-            " DELETE FROM contextfold_messages"
-            " WHERE key >= (SELECT base FROM c) AND key < (SELECT base FROM c) + 4294967296",
-            "DELETE FROM contextfold_checkpoints WHERE conversation_id = ?",
-            "DELETE FROM contextfold_locks WHERE conversation_id = ?",
-            "DELETE FROM contextfold_conversations WHERE id = ?",
-        ),
-        select_lock="SELECT token, expires_at FROM contextfold_locks WHERE conversation_id = ?",
-        upsert_lock=(
-            "INSERT INTO contextfold_locks (conversation_id, token, expires_at) VALUES (?, ?, ?)"
-            " ON CONFLICT (conversation_id) DO UPDATE"
-            " SET token = excluded.token, expires_at = excluded.expires_at"
-        ),
-        release_lock="DELETE FROM contextfold_locks WHERE conversation_id = ? AND token = ?",
-    )
-
-
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-
-
-def check_identifier(name: str, what: str) -> str:
-    """A safe, unquoted SQL identifier (letters, digits, underscore)."""
-    if not isinstance(name, str) or not _IDENTIFIER.match(name):
-        raise StoreError(f"{what} must be a plain SQL identifier, got {name!r}")
-    return name
-
-
-def postgres_dialect(schema: str) -> Dialect:
-    """PostgreSQL 11+ tables inside ``schema`` (created when missing)."""
-    s = check_identifier(schema, "schema")
-    conv = f'"{s}".contextfold_conversations'
-    msgs = f'"{s}".contextfold_messages'
-    ckpts = f'"{s}".contextfold_checkpoints'
-    table = f'"{s}".contextfold_schema'
-    migrations = (
-        Migration(
-            1,
-            "0001_initial_log",
-            (
-                f"CREATE TABLE IF NOT EXISTS {conv} ("
-                " id TEXT PRIMARY KEY, last_seq BIGINT NOT NULL)",
-                f"CREATE TABLE IF NOT EXISTS {msgs} ("
-                " conversation_id TEXT NOT NULL, seq BIGINT NOT NULL, data TEXT NOT NULL,"
-                " PRIMARY KEY (conversation_id, seq))",
-                f"CREATE TABLE IF NOT EXISTS {ckpts} ("
-                " conversation_id TEXT NOT NULL, n BIGINT NOT NULL, id TEXT NOT NULL,"
-                " data TEXT NOT NULL, PRIMARY KEY (conversation_id, n))",
-            ),
-        ),
-    )
-    return Dialect(
-        name="postgres",
-        migrations=migrations,
-        schema_table_exists=f"SELECT to_regclass('\"{s}\".contextfold_schema') IS NOT NULL",
-        create_schema_table=(
-            f'CREATE SCHEMA IF NOT EXISTS "{s}"',
-            f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER PRIMARY KEY,"
-            " name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
-        ),
-        select_schema=f"SELECT version, name FROM {table} ORDER BY version",
-        insert_schema=f"INSERT INTO {table} (version, name) VALUES (%s, %s)",
-        # Two processes creating the same tables at once would collide in the catalog.
-        migration_lock=f"SELECT pg_advisory_xact_lock(hashtextextended('contextfold:{s}', 0))",
-        bump=(
-            f"INSERT INTO {conv} AS c (id, last_seq) VALUES (%s, %s)"
-            " ON CONFLICT (id) DO UPDATE SET last_seq = c.last_seq + EXCLUDED.last_seq"
-            " RETURNING id, last_seq"
-        ),
-        bump_returns=True,
-        select_key_and_last=f"SELECT id, last_seq FROM {conv} WHERE id = %s",
-        select_last_seq=f"SELECT last_seq FROM {conv} WHERE id = %s",
-        lock_conversation=f"SELECT last_seq FROM {conv} WHERE id = %s FOR UPDATE",
-        insert_messages=(
-            f"INSERT INTO {msgs} (conversation_id, seq, data)"
-            " SELECT %s, u.s, u.d FROM unnest(%b::bigint[], %b::text[]) AS u(s, d)"
-        ),
-        insert_uses_arrays=True,
-        select_messages=(
-            f"SELECT seq, data FROM {msgs}"
-            " WHERE conversation_id = %s AND seq > %s ORDER BY seq LIMIT %s"
-        ),
-        no_limit=None,
-        select_latest_checkpoint_id=(
-            f"SELECT n, id FROM {ckpts} WHERE conversation_id = %s ORDER BY n DESC LIMIT 1"
-        ),
-        select_latest_checkpoint=(
-            f"SELECT n, data FROM {ckpts} WHERE conversation_id = %s ORDER BY n DESC LIMIT 1"
-        ),
-        select_checkpoints=f"SELECT n, data FROM {ckpts} WHERE conversation_id = %s ORDER BY n",
-        insert_checkpoint=(
-            f"INSERT INTO {ckpts} (conversation_id, n, id, data) VALUES (%s, %s, %s, %s)"
-        ),
-        # Counter bump and inserts in one statement: one round trip, and atomic on its own
-        # even on an autocommit connection. The batch travels as one binary text[] (%b):
-        # the text array format would escape every quote in the JSON, several times slower.
-        append_one_shot=(
-            f"WITH bump AS (INSERT INTO {conv} AS c (id, last_seq) VALUES (%s, %s)"
-            " ON CONFLICT (id) DO UPDATE SET last_seq = c.last_seq + EXCLUDED.last_seq"
-            " RETURNING last_seq),"
-            f" ins AS (INSERT INTO {msgs} (conversation_id, seq, data)"
-            " SELECT %s, bump.last_seq - %s + u.ord, u.d"
-            " FROM bump, unnest(%b::text[]) WITH ORDINALITY AS u(d, ord))"
-            " SELECT last_seq FROM bump"
-        ),
-        select_conversations=f'SELECT id FROM {conv} ORDER BY id COLLATE "C"',
-        delete_statements=(
-            f"DELETE FROM {msgs} WHERE conversation_id = %s",
-            f"DELETE FROM {ckpts} WHERE conversation_id = %s",
-            f"DELETE FROM {conv} WHERE id = %s",
-        ),
-    )
 
 
 # -- operations --------------------------------------------------------------------------
@@ -423,7 +223,9 @@ def op_read(
 ) -> Op[list[StoredMessage]]:
     """Messages after ``after_seq`` in order; a damaged row raises with its seq."""
     rows = yield Query(
-        d.select_messages, (conversation_id, after_seq, d.no_limit if limit is None else limit)
+        d.select_messages,
+        (conversation_id, after_seq, d.no_limit if limit is None else limit),
+        stream=True,
     )
     return decode_rows(rows, conversation_id)
 
@@ -492,38 +294,68 @@ def op_release_lock(d: Dialect, conversation_id: str, token: str) -> Op[None]:
     yield Query(d.release_lock, (conversation_id, token))
 
 
+# -- the store operations over a dialect -------------------------------------------------
+
+
+class SQLOpStore(OpStore):
+    """The :class:`OpStore` operations of a SQL backend: the ``op_*`` above on its dialect."""
+
+    _dialect: Dialect
+
+    def _op_append(self, cid: str, payloads: list[str]) -> Op[list[int]]:
+        return op_append(self._dialect, cid, payloads)
+
+    def _op_read(self, cid: str, after_seq: int, limit: int | None) -> Op[list[StoredMessage]]:
+        return op_read(self._dialect, cid, after_seq, limit)
+
+    def _op_last_seq(self, cid: str) -> Op[int]:
+        return op_last_seq(self._dialect, cid)
+
+    def _op_append_checkpoint(
+        self, cid: str, checkpoint: CheckpointRecord, data: str, expected_previous: str | None
+    ) -> Op[CheckpointRecord]:
+        return op_append_checkpoint(self._dialect, cid, checkpoint, data, expected_previous)
+
+    def _op_latest_checkpoint(self, cid: str) -> Op[CheckpointRecord | None]:
+        return op_latest_checkpoint(self._dialect, cid)
+
+    def _op_checkpoints(self, cid: str) -> Op[list[CheckpointRecord]]:
+        return op_checkpoints(self._dialect, cid)
+
+    def _op_list(self) -> Op[list[str]]:
+        return op_list(self._dialect)
+
+    def _op_delete(self, cid: str) -> Op[None]:
+        return op_delete(self._dialect, cid)
+
+
 # -- drivers -----------------------------------------------------------------------------
 
 
 def run_sync(cursor: Any, op: Op[T]) -> T:
     """Run an operation on a DB-API cursor (the caller owns the transaction)."""
-    try:
-        query = next(op)
-        while True:
-            if query.many:
-                cursor.executemany(query.sql, query.params)
-                rows: Rows = []
-            else:
-                cursor.execute(query.sql, query.params)
-                rows = cursor.fetchall() if cursor.description is not None else []
-            query = op.send(rows)
-    except StopIteration as stop:
-        result: T = stop.value
-        return result
+
+    def answer(query: Query) -> Rows | RowStream:
+        if query.many:
+            cursor.executemany(query.sql, query.params)
+            return []
+        cursor.execute(query.sql, query.params)
+        if cursor.description is None:
+            return []
+        rows: Rows | RowStream = cursor if query.stream else cursor.fetchall()
+        return rows
+
+    return drive(op, answer)
 
 
 async def run_async(cursor: Any, op: Op[T]) -> T:
     """Run an operation on a psycopg ``AsyncCursor`` (the caller owns the transaction)."""
-    try:
-        query = next(op)
-        while True:
-            if query.many:
-                await cursor.executemany(query.sql, query.params)
-                rows: Rows = []
-            else:
-                await cursor.execute(query.sql, query.params)
-                rows = await cursor.fetchall() if cursor.description is not None else []
-            query = op.send(rows)
-    except StopIteration as stop:
-        result: T = stop.value
-        return result
+
+    async def answer(query: Query) -> Rows:
+        if query.many:
+            await cursor.executemany(query.sql, query.params)
+            return []
+        await cursor.execute(query.sql, query.params)
+        return await cursor.fetchall() if cursor.description is not None else []
+
+    return await adrive(op, answer)

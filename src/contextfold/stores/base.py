@@ -5,8 +5,21 @@ or duplicates, even with many writers). Messages are never updated or deleted on
 compaction appends a :class:`~contextfold.checkpoints.CheckpointRecord`. A checkpoint commit
 names the checkpoint it builds on (``expected_previous``) and the newest sequence it covers;
 the store rejects it with :class:`~contextfold.errors.ConflictError` when either changed
-underneath it. :meth:`Store.compaction_lock` makes compaction of one conversation
-single-flight across processes.
+underneath it. ``compaction_lock`` makes compaction of one conversation single-flight across
+processes.
+
+The contract is three small protocols, each with an async twin:
+
+* :class:`MessageLog` / :class:`AsyncMessageLog`: the log itself (the one a store must have);
+* :class:`CheckpointLog` / :class:`AsyncCheckpointLog`: committed checkpoints;
+* :class:`CompactionLock` / :class:`AsyncCompactionLock`: the single-flight lock.
+
+:class:`Store` / :class:`AsyncStore` are all three together, which is what
+:class:`~contextfold.memory.ConversationMemory` and :func:`~contextfold.stores.open_store`
+take; every shipped backend is both. The optional abilities are checked with
+:func:`has_checkpoints`, :func:`has_compaction_lock` and their async forms, never by probing
+attributes. A backend that only implements a :class:`MessageLog` becomes a :class:`Store` with
+:func:`contextfold.stores.partial.as_store` (see there for what then works).
 """
 
 from __future__ import annotations
@@ -14,12 +27,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
 from contextfold.checkpoints import CheckpointRecord
+from contextfold.errors import ConfigError, StoreError
 from contextfold.messages import Message
 
-__all__ = ["AsyncStore", "Store", "StoredMessage"]
+__all__ = [
+    "AsyncCheckpointLog",
+    "AsyncCompactionLock",
+    "AsyncMessageLog",
+    "AsyncStore",
+    "CheckpointLog",
+    "CompactionLock",
+    "MessageLog",
+    "Store",
+    "StoreConfigError",
+    "StoredMessage",
+    "has_async_checkpoints",
+    "has_async_compaction_lock",
+    "has_checkpoints",
+    "has_compaction_lock",
+]
+
+
+class StoreConfigError(ConfigError, StoreError):
+    """A store URL, target or option the caller got wrong (a bad ttl, a negative pool size).
+
+    A :class:`~contextfold.errors.ConfigError` like every misuse, and also a
+    :class:`~contextfold.errors.StoreError`, which is what these mistakes raised before, so
+    ``except StoreError`` written against earlier versions keeps catching them.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +69,8 @@ class StoredMessage:
 
 
 @runtime_checkable
-class Store(Protocol):
-    """Synchronous store."""
+class MessageLog(Protocol):
+    """The append-only message log: the part of the contract every store must have."""
 
     def append(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
         """Append atomically; return the sequence numbers given, in order."""
@@ -47,6 +85,23 @@ class Store(Protocol):
     def last_seq(self, conversation_id: str, /) -> int:
         """The newest sequence number, 0 for an empty or unknown conversation."""
         ...
+
+    def list_conversations(self) -> list[str]:
+        """Ids of the stored conversations, sorted."""
+        ...
+
+    def delete(self, conversation_id: str, /) -> None:
+        """Remove a conversation with everything kept for it (the one non-append operation)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and files."""
+        ...
+
+
+@runtime_checkable
+class CheckpointLog(Protocol):
+    """Committed checkpoints: what lets a memory reuse a summary instead of redoing it."""
 
     def append_checkpoint(
         self,
@@ -72,6 +127,11 @@ class Store(Protocol):
         """Every committed checkpoint, oldest first."""
         ...
 
+
+@runtime_checkable
+class CompactionLock(Protocol):
+    """The lock that makes compaction of one conversation single-flight."""
+
     def compaction_lock(
         self, conversation_id: str, /, *, ttl: float = 120.0
     ) -> AbstractContextManager[bool]:
@@ -81,22 +141,15 @@ class Store(Protocol):
         """
         ...
 
-    def list_conversations(self) -> list[str]:
-        """Ids of the stored conversations, sorted."""
-        ...
 
-    def delete(self, conversation_id: str, /) -> None:
-        """Remove a conversation with its checkpoints (the one non-append operation)."""
-        ...
-
-    def close(self) -> None:
-        """Release connections and files."""
-        ...
+@runtime_checkable
+class Store(MessageLog, CheckpointLog, CompactionLock, Protocol):
+    """Synchronous store: the message log, its checkpoints and the compaction lock."""
 
 
 @runtime_checkable
-class AsyncStore(Protocol):
-    """Asynchronous store: the same operations with an ``a`` prefix."""
+class AsyncMessageLog(Protocol):
+    """Async :class:`MessageLog`: the same operations with an ``a`` prefix."""
 
     async def aappend(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]: ...
 
@@ -105,6 +158,17 @@ class AsyncStore(Protocol):
     ) -> list[StoredMessage]: ...
 
     async def alast_seq(self, conversation_id: str, /) -> int: ...
+
+    async def alist_conversations(self) -> list[str]: ...
+
+    async def adelete(self, conversation_id: str, /) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class AsyncCheckpointLog(Protocol):
+    """Async :class:`CheckpointLog`."""
 
     async def aappend_checkpoint(
         self,
@@ -119,12 +183,36 @@ class AsyncStore(Protocol):
 
     async def acheckpoints(self, conversation_id: str, /) -> list[CheckpointRecord]: ...
 
+
+@runtime_checkable
+class AsyncCompactionLock(Protocol):
+    """Async :class:`CompactionLock`."""
+
     def acompaction_lock(
         self, conversation_id: str, /, *, ttl: float = 120.0
     ) -> AbstractAsyncContextManager[bool]: ...
 
-    async def alist_conversations(self) -> list[str]: ...
 
-    async def adelete(self, conversation_id: str, /) -> None: ...
+@runtime_checkable
+class AsyncStore(AsyncMessageLog, AsyncCheckpointLog, AsyncCompactionLock, Protocol):
+    """Asynchronous store: the same operations as :class:`Store` with an ``a`` prefix."""
 
-    async def aclose(self) -> None: ...
+
+def has_checkpoints(store: object) -> TypeGuard[CheckpointLog]:
+    """Whether ``store`` keeps checkpoints (sync API)."""
+    return isinstance(store, CheckpointLog)
+
+
+def has_compaction_lock(store: object) -> TypeGuard[CompactionLock]:
+    """Whether ``store`` offers the compaction lock (sync API)."""
+    return isinstance(store, CompactionLock)
+
+
+def has_async_checkpoints(store: object) -> TypeGuard[AsyncCheckpointLog]:
+    """Whether ``store`` keeps checkpoints (async API)."""
+    return isinstance(store, AsyncCheckpointLog)
+
+
+def has_async_compaction_lock(store: object) -> TypeGuard[AsyncCompactionLock]:
+    """Whether ``store`` offers the compaction lock (async API)."""
+    return isinstance(store, AsyncCompactionLock)

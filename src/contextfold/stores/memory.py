@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import StoreError
 from contextfold.messages import Message
-from contextfold.stores._codec import (
+from contextfold.stores._checks import (
     check_checkpoint_commit,
     check_conversation_id,
     check_read_args,
     check_ttl,
-    encode_checkpoint,
 )
+from contextfold.stores._codec import encode_checkpoint
 from contextfold.stores.base import StoredMessage
 
 __all__ = ["InMemoryStore"]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from contextlib import (
     AbstractAsyncContextManager,
     asynccontextmanager,
@@ -35,34 +35,19 @@ from contextlib import (
 from types import ModuleType
 from typing import Any, TypeVar
 
-from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import MissingExtraError, StoreError
-from contextfold.messages import Message
-from contextfold.stores._codec import (
-    check_conversation_id,
-    check_read_args,
-    check_ttl,
-    encode_checkpoint,
-    encode_messages,
-    redact_url,
-)
+from contextfold.stores._backend import Flow
+from contextfold.stores._checks import check_conversation_id, check_positive, check_ttl, redact_url
+from contextfold.stores._dialects import postgres_dialect
+from contextfold.stores._pg_connections import OneAsyncConnection, OneConnection, conninfo_of
 from contextfold.stores._sql import (
-    Op,
-    op_append,
-    op_append_checkpoint,
-    op_checkpoints,
-    op_delete,
-    op_last_seq,
-    op_latest_checkpoint,
-    op_list,
+    SQLOpStore,
     op_migrate,
-    op_read,
     op_schema_current,
-    postgres_dialect,
     run_async,
     run_sync,
 )
-from contextfold.stores.base import StoredMessage
+from contextfold.stores.base import StoreConfigError
 
 __all__ = ["PostgresStore"]
 
@@ -82,66 +67,7 @@ def _modules() -> tuple[ModuleType, ModuleType]:
     return psycopg, psycopg_pool
 
 
-def _empty() -> Op[list[int]]:
-    return []
-    yield  # pragma: no cover  (makes this a generator)
-
-
-def _conninfo_of(conn: Any) -> str:
-    """Connection string of an open connection, password included (for the lock's own)."""
-    from psycopg.conninfo import make_conninfo
-
-    password = conn.info.password
-    return make_conninfo(conn.info.dsn, password=password) if password else str(conn.info.dsn)
-
-
-class _OneConnection:
-    """A caller's single connection behind the pool interface: one operation at a time.
-
-    Like a pool's connection, each operation is committed at the end (or rolled back on
-    error) unless the connection is in autocommit mode.
-    """
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-        self._lock = threading.Lock()
-
-    @contextmanager
-    def connection(self) -> Iterator[Any]:
-        with self._lock:
-            try:
-                yield self._conn
-            except BaseException:
-                if not self._conn.autocommit and not self._conn.closed:
-                    self._conn.rollback()
-                raise
-            if not self._conn.autocommit:
-                self._conn.commit()
-
-
-class _OneAsyncConnection:
-    """The async twin of :class:`_OneConnection`."""
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-        self._lock: asyncio.Lock | None = None
-
-    @asynccontextmanager
-    async def connection(self) -> AsyncIterator[Any]:
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            try:
-                yield self._conn
-            except BaseException:
-                if not self._conn.autocommit and not self._conn.closed:
-                    await self._conn.rollback()
-                raise
-            if not self._conn.autocommit:
-                await self._conn.commit()
-
-
-class PostgresStore:
+class PostgresStore(SQLOpStore):
     """The append-only log in PostgreSQL tables (sync and async).
 
     Args:
@@ -168,12 +94,20 @@ class PostgresStore:
         max_size: int = 8,
         connect_timeout: float = 5.0,
     ) -> None:
+        check_positive(min_size, "min_size", integer=True, zero=True)
+        check_positive(max_size, "max_size", integer=True)
+        if max_size < min_size:
+            raise StoreConfigError(
+                f"max_size ({max_size}) must be at least min_size ({min_size})",
+                argument="max_size",
+            )
+        check_positive(connect_timeout, "connect_timeout")
         psycopg, psycopg_pool = _modules()
         self._psycopg = psycopg
         self._pool_mod = psycopg_pool
         self._dialect = postgres_dialect(schema)
         # A one-statement append is atomic by itself; otherwise it needs a transaction.
-        self._append_txn = not self._dialect.append_one_shot
+        self._append_write = not self._dialect.append_one_shot
         self._schema = schema
         self._min_size = min_size
         self._max_size = max_size
@@ -183,27 +117,7 @@ class PostgresStore:
         self._owns_pool = True
         self._owns_apool = True
         self._kwargs: dict[str, Any] = {}
-        if isinstance(target, str):
-            if "://" in target and not target.startswith(("postgresql://", "postgres://")):
-                raise StoreError(f"not a PostgreSQL URL: {redact_url(target)!r}")
-            self._conninfo = target
-        elif isinstance(target, psycopg_pool.ConnectionPool):
-            self._pool, self._owns_pool = target, False
-            self._conninfo, self._kwargs = target.conninfo, dict(target.kwargs or {})
-        elif isinstance(target, psycopg_pool.AsyncConnectionPool):
-            self._apool, self._owns_apool = target, False
-            self._conninfo, self._kwargs = target.conninfo, dict(target.kwargs or {})
-        elif isinstance(target, psycopg.Connection):
-            self._pool, self._owns_pool = _OneConnection(target), False
-            self._conninfo = _conninfo_of(target)
-        elif isinstance(target, psycopg.AsyncConnection):
-            self._apool, self._owns_apool = _OneAsyncConnection(target), False
-            self._conninfo = _conninfo_of(target)
-        else:
-            raise StoreError(
-                "PostgresStore expects a postgresql:// URL, a psycopg connection or a "
-                f"psycopg_pool pool, got {type(target).__name__}"
-            )
+        self._conninfo = self._adopt(target)
         self._where = f"PostgreSQL {redact_url(self._conninfo)!r} (schema {schema!r})"
         self._init_lock = threading.Lock()
         self._sync_ready = False
@@ -212,6 +126,35 @@ class PostgresStore:
         self._closed = False
 
     # -- connections ---------------------------------------------------------------------
+
+    def _adopt(self, target: Any) -> str:
+        """Take over a caller's pool or connection (not owned); the connection string."""
+        psycopg, psycopg_pool = self._psycopg, self._pool_mod
+        if isinstance(target, str):
+            if "://" in target and not target.startswith(("postgresql://", "postgres://")):
+                raise StoreConfigError(
+                    f"not a PostgreSQL URL: {redact_url(target)!r}", argument="target"
+                )
+            return target
+        if isinstance(target, psycopg_pool.ConnectionPool):
+            self._pool, self._owns_pool = target, False
+            self._kwargs = dict(target.kwargs or {})
+            return str(target.conninfo)
+        if isinstance(target, psycopg_pool.AsyncConnectionPool):
+            self._apool, self._owns_apool = target, False
+            self._kwargs = dict(target.kwargs or {})
+            return str(target.conninfo)
+        if isinstance(target, psycopg.Connection):
+            self._pool, self._owns_pool = OneConnection(target), False
+            return conninfo_of(target)
+        if isinstance(target, psycopg.AsyncConnection):
+            self._apool, self._owns_apool = OneAsyncConnection(target), False
+            return conninfo_of(target)
+        raise StoreConfigError(
+            "PostgresStore expects a postgresql:// URL, a psycopg connection or a "
+            f"psycopg_pool pool, got {type(target).__name__}",
+            argument="target",
+        )
 
     def _connect_kwargs(self) -> dict[str, Any]:
         kwargs = dict(self._kwargs)
@@ -295,7 +238,7 @@ class PostgresStore:
                 self._async_ready = True
         return self._apool
 
-    def _run(self, op: Op[T], what: str, conversation_id: str = "", *, txn: bool = False) -> T:
+    def _run(self, op: Flow[T], what: str, cid: str = "", *, write: bool = False) -> T:
         try:
             pool = self._ensure_sync()
         except BaseException:
@@ -304,18 +247,16 @@ class PostgresStore:
         try:
             with (
                 pool.connection() as conn,
-                conn.transaction() if txn else nullcontext(),
+                conn.transaction() if write else nullcontext(),
                 conn.cursor() as cur,
             ):
                 return run_sync(cur, op)
         except self._psycopg.Error as exc:
-            raise self._error(what, exc, conversation_id) from exc
+            raise self._error(what, exc, cid) from exc
         except self._pool_mod.PoolTimeout as exc:
-            raise self._error(what, exc, conversation_id) from exc
+            raise self._error(what, exc, cid) from exc
 
-    async def _arun(
-        self, op: Op[T], what: str, conversation_id: str = "", *, txn: bool = False
-    ) -> T:
+    async def _arun(self, op: Flow[T], what: str, cid: str = "", *, write: bool = False) -> T:
         try:
             pool = await self._ensure_async()
         except BaseException:
@@ -323,72 +264,22 @@ class PostgresStore:
             raise
         try:
             async with pool.connection() as conn:
-                if not txn:
+                if not write:
                     async with conn.cursor() as cur:
                         return await run_async(cur, op)
                 async with conn.transaction(), conn.cursor() as cur:
                     return await run_async(cur, op)
         except self._psycopg.Error as exc:
-            raise self._error(what, exc, conversation_id) from exc
+            raise self._error(what, exc, cid) from exc
         except self._pool_mod.PoolTimeout as exc:
-            raise self._error(what, exc, conversation_id) from exc
+            raise self._error(what, exc, cid) from exc
 
-    # -- operations, built once for both APIs --------------------------------------------
-
-    def _append_op(self, conversation_id: str, messages: Sequence[Message]) -> Op[list[int]]:
-        payloads = encode_messages(conversation_id, messages)
-        return op_append(self._dialect, conversation_id, payloads) if payloads else _empty()
+    # -- operations ----------------------------------------------------------------------
 
     def _lock_key(self, conversation_id: str) -> str:
         return f"contextfold:lock:{self._schema}:{conversation_id}"
 
-    # -- sync API ------------------------------------------------------------------------
-
-    def append(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
-        """Append atomically; return the sequence numbers given, in order."""
-        cid = check_conversation_id(conversation_id)
-        return self._run(self._append_op(cid, messages), "append", cid, txn=self._append_txn)
-
-    def read(
-        self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
-    ) -> list[StoredMessage]:
-        """Messages with ``seq > after_seq``, oldest first; a primary-key range scan."""
-        cid = check_conversation_id(conversation_id)
-        check_read_args(after_seq, limit)
-        return self._run(op_read(self._dialect, cid, after_seq, limit), "read", cid)
-
-    def last_seq(self, conversation_id: str, /) -> int:
-        """The newest sequence number, 0 for an empty or unknown conversation."""
-        cid = check_conversation_id(conversation_id)
-        return self._run(op_last_seq(self._dialect, cid), "last_seq", cid)
-
-    def append_checkpoint(
-        self,
-        conversation_id: str,
-        checkpoint: CheckpointRecord,
-        /,
-        *,
-        expected_previous: str | None,
-    ) -> CheckpointRecord:
-        """Commit a checkpoint; :class:`ConflictError` if the log moved underneath it."""
-        cid = check_conversation_id(conversation_id)
-        data = encode_checkpoint(checkpoint)
-        return self._run(
-            op_append_checkpoint(self._dialect, cid, checkpoint, data, expected_previous),
-            "append_checkpoint",
-            cid,
-            txn=True,
-        )
-
-    def latest_checkpoint(self, conversation_id: str, /) -> CheckpointRecord | None:
-        """The newest committed checkpoint, if any."""
-        cid = check_conversation_id(conversation_id)
-        return self._run(op_latest_checkpoint(self._dialect, cid), "latest_checkpoint", cid)
-
-    def checkpoints(self, conversation_id: str, /) -> list[CheckpointRecord]:
-        """Every committed checkpoint, oldest first."""
-        cid = check_conversation_id(conversation_id)
-        return self._run(op_checkpoints(self._dialect, cid), "checkpoints", cid)
+    # -- the compaction lock: an advisory lock on a connection of its own ---------------
 
     @contextmanager
     def compaction_lock(self, conversation_id: str, /, *, ttl: float = 120.0) -> Iterator[bool]:
@@ -423,69 +314,12 @@ class PostgresStore:
                 finally:
                     conn.close()
 
-    def list_conversations(self) -> list[str]:
-        """Ids of the stored conversations, sorted."""
-        return self._run(op_list(self._dialect), "list_conversations")
-
-    def delete(self, conversation_id: str, /) -> None:
-        """Remove a conversation with its checkpoints."""
-        cid = check_conversation_id(conversation_id)
-        self._run(op_delete(self._dialect, cid), "delete", cid, txn=True)
-
     def close(self) -> None:
         """Close the sync pool this store created (use :meth:`aclose` for the async one)."""
         self._closed = True
         pool, self._pool = self._pool, None
         if pool is not None and self._owns_pool:
             pool.close()
-
-    # -- async API -----------------------------------------------------------------------
-
-    async def aappend(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
-        """Async :meth:`append`."""
-        cid = check_conversation_id(conversation_id)
-        return await self._arun(self._append_op(cid, messages), "append", cid, txn=self._append_txn)
-
-    async def aread(
-        self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
-    ) -> list[StoredMessage]:
-        """Async :meth:`read`."""
-        cid = check_conversation_id(conversation_id)
-        check_read_args(after_seq, limit)
-        return await self._arun(op_read(self._dialect, cid, after_seq, limit), "read", cid)
-
-    async def alast_seq(self, conversation_id: str, /) -> int:
-        """Async :meth:`last_seq`."""
-        cid = check_conversation_id(conversation_id)
-        return await self._arun(op_last_seq(self._dialect, cid), "last_seq", cid)
-
-    async def aappend_checkpoint(
-        self,
-        conversation_id: str,
-        checkpoint: CheckpointRecord,
-        /,
-        *,
-        expected_previous: str | None,
-    ) -> CheckpointRecord:
-        """Async :meth:`append_checkpoint`."""
-        cid = check_conversation_id(conversation_id)
-        data = encode_checkpoint(checkpoint)
-        return await self._arun(
-            op_append_checkpoint(self._dialect, cid, checkpoint, data, expected_previous),
-            "append_checkpoint",
-            cid,
-            txn=True,
-        )
-
-    async def alatest_checkpoint(self, conversation_id: str, /) -> CheckpointRecord | None:
-        """Async :meth:`latest_checkpoint`."""
-        cid = check_conversation_id(conversation_id)
-        return await self._arun(op_latest_checkpoint(self._dialect, cid), "latest_checkpoint", cid)
-
-    async def acheckpoints(self, conversation_id: str, /) -> list[CheckpointRecord]:
-        """Async :meth:`checkpoints`."""
-        cid = check_conversation_id(conversation_id)
-        return await self._arun(op_checkpoints(self._dialect, cid), "checkpoints", cid)
 
     def acompaction_lock(
         self, conversation_id: str, /, *, ttl: float = 120.0
@@ -525,15 +359,6 @@ class PostgresStore:
                     pass  # the server already ended the session, which released the lock
                 finally:
                     await conn.close()
-
-    async def alist_conversations(self) -> list[str]:
-        """Async :meth:`list_conversations`."""
-        return await self._arun(op_list(self._dialect), "list_conversations")
-
-    async def adelete(self, conversation_id: str, /) -> None:
-        """Async :meth:`delete`."""
-        cid = check_conversation_id(conversation_id)
-        await self._arun(op_delete(self._dialect, cid), "delete", cid, txn=True)
 
     async def aclose(self) -> None:
         """Close both pools this store created."""

@@ -24,29 +24,18 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import uuid
-from collections.abc import AsyncIterator, Generator, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from collections.abc import Generator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
+from contextfold._drive import adrive, drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConflictError, MissingExtraError, StoreError
-from contextfold.messages import Message
-from contextfold.stores._codec import (
-    as_text,
-    check_checkpoint_commit,
-    check_conversation_id,
-    check_read_args,
-    check_ttl,
-    decode_checkpoint,
-    decode_message,
-    encode_checkpoint,
-    encode_messages,
-    redact_url,
-)
-from contextfold.stores.base import StoredMessage
+from contextfold.stores._backend import LockingOpStore
+from contextfold.stores._checks import as_text, check_checkpoint_commit, check_positive, redact_url
+from contextfold.stores._codec import decode_checkpoint, decode_rows
+from contextfold.stores.base import StoreConfigError, StoredMessage
 
 __all__ = ["RedisStore"]
 
@@ -107,12 +96,7 @@ def _module() -> ModuleType:
     return redis
 
 
-def _empty() -> _Op[list[int]]:
-    return []
-    yield  # pragma: no cover  (makes this a generator)
-
-
-class RedisStore:
+class RedisStore(LockingOpStore):
     """The append-only log in Redis lists (sync and async).
 
     Args:
@@ -128,10 +112,13 @@ class RedisStore:
     def __init__(
         self, target: Any, *, key_prefix: str = "contextfold", connect_timeout: float = 5.0
     ) -> None:
+        if not isinstance(key_prefix, str) or not key_prefix:
+            raise StoreConfigError(
+                f"key_prefix must be a non-empty string, got {key_prefix!r}", argument="key_prefix"
+            )
+        check_positive(connect_timeout, "connect_timeout")
         redis = _module()
         self._redis = redis
-        if not isinstance(key_prefix, str) or not key_prefix:
-            raise StoreError(f"key_prefix must be a non-empty string, got {key_prefix!r}")
         self._prefix = key_prefix
         self._connect_timeout = connect_timeout
         self._url: str | None = None
@@ -140,7 +127,9 @@ class RedisStore:
         self._owned = True
         if isinstance(target, str):
             if not target.startswith(("redis://", "rediss://", "unix://")):
-                raise StoreError(f"not a Redis URL: {redact_url(target)!r}")
+                raise StoreConfigError(
+                    f"not a Redis URL: {redact_url(target)!r}", argument="target"
+                )
             self._url = target
             self._where = f"Redis {redact_url(target)!r}"
         elif isinstance(target, redis.Redis):
@@ -150,8 +139,9 @@ class RedisStore:
             self._aclient, self._owned = target, False
             self._where = f"Redis client {target!r}"
         else:
-            raise StoreError(
-                f"RedisStore expects a redis:// URL or a redis client, got {type(target).__name__}"
+            raise StoreConfigError(
+                f"RedisStore expects a redis:// URL or a redis client, got {type(target).__name__}",
+                argument="target",
             )
         self._init_lock = threading.Lock()
         self._sync_ready = False
@@ -190,10 +180,7 @@ class RedisStore:
                 f"than this contextfold supports ({SCHEMA_VERSION}); upgrade contextfold"
             )
 
-    def _op_append(self, cid: str, messages: Sequence[Message]) -> _Op[list[int]]:
-        payloads = encode_messages(cid, messages)
-        if not payloads:
-            return []
+    def _op_append(self, cid: str, payloads: list[str]) -> _Op[list[int]]:
         replies = yield _Cmd(
             multi=(("RPUSH", self._key(cid, "m"), *payloads), ("SADD", self._index_key, cid))
         )
@@ -201,20 +188,19 @@ class RedisStore:
         return list(range(last - len(payloads) + 1, last + 1))
 
     def _op_read(self, cid: str, after_seq: int, limit: int | None) -> _Op[list[StoredMessage]]:
-        check_read_args(after_seq, limit)
         if limit == 0:
             return []
         end = -1 if limit is None else after_seq + limit - 1
         items = yield _Cmd(("LRANGE", self._key(cid, "m"), after_seq, end))
-        return [decode_message(data, cid, after_seq + 1 + i) for i, data in enumerate(items)]
+        # A message's seq is its list position; the bulk decoder reads the commonest rows inline.
+        return decode_rows(enumerate(items, after_seq + 1), cid)
 
     def _op_last_seq(self, cid: str) -> _Op[int]:
         return int((yield _Cmd(("LLEN", self._key(cid, "m")))))
 
     def _op_append_checkpoint(
-        self, cid: str, checkpoint: CheckpointRecord, expected_previous: str | None
+        self, cid: str, checkpoint: CheckpointRecord, data: str, expected_previous: str | None
     ) -> _Op[CheckpointRecord]:
-        data = encode_checkpoint(checkpoint)
         covered = checkpoint.last_covered_seq
         valid = isinstance(covered, int) and not isinstance(covered, bool)
         status, latest, length = yield _Script(
@@ -256,7 +242,7 @@ class RedisStore:
         reply = yield _Cmd(("SET", self._key(cid, "lock"), token, "NX", "PX", ms))
         return reply is not None and reply is not False
 
-    def _op_release(self, cid: str, token: str) -> _Op[None]:
+    def _op_release_lock(self, cid: str, token: str) -> _Op[None]:
         yield _Script("release", (self._key(cid, "lock"),), (token,))
 
     # -- drivers -------------------------------------------------------------------------
@@ -304,57 +290,52 @@ class RedisStore:
 
     def _execute(self, client: Any, op: _Op[T], what: str, cid: str = "") -> T:
         redis = self._redis
+
+        def answer(step: _Cmd | _Script) -> Any:
+            if isinstance(step, _Script):
+                source, sha = _SCRIPTS[step.name]
+                argv = (len(step.keys), *step.keys, *step.args)
+                try:
+                    return client.evalsha(sha, *argv)
+                except redis.exceptions.NoScriptError:
+                    return client.eval(source, *argv)
+            if step.multi:
+                pipe = client.pipeline(transaction=True)
+                for command in step.multi:
+                    pipe.execute_command(*command)
+                return pipe.execute()
+            return client.execute_command(*step.args)
+
         try:
-            step = next(op)
-            while True:
-                if isinstance(step, _Script):
-                    source, sha = _SCRIPTS[step.name]
-                    argv = (len(step.keys), *step.keys, *step.args)
-                    try:
-                        reply = client.evalsha(sha, *argv)
-                    except redis.exceptions.NoScriptError:
-                        reply = client.eval(source, *argv)
-                elif step.multi:
-                    pipe = client.pipeline(transaction=True)
-                    for command in step.multi:
-                        pipe.execute_command(*command)
-                    reply = pipe.execute()
-                else:
-                    reply = client.execute_command(*step.args)
-                step = op.send(reply)
-        except StopIteration as stop:
-            result: T = stop.value
-            return result
+            return drive(op, answer)
         except redis.exceptions.RedisError as exc:
             raise self._error(what, exc, cid) from exc
 
     async def _aexecute(self, client: Any, op: _Op[T], what: str, cid: str = "") -> T:
         redis = self._redis
+
+        async def answer(step: _Cmd | _Script) -> Any:
+            if isinstance(step, _Script):
+                source, sha = _SCRIPTS[step.name]
+                argv = (len(step.keys), *step.keys, *step.args)
+                try:
+                    return await client.evalsha(sha, *argv)
+                except redis.exceptions.NoScriptError:
+                    return await client.eval(source, *argv)
+            if step.multi:
+                async with client.pipeline(transaction=True) as pipe:
+                    for command in step.multi:
+                        pipe.execute_command(*command)
+                    return await pipe.execute()
+            return await client.execute_command(*step.args)
+
         try:
-            step = next(op)
-            while True:
-                if isinstance(step, _Script):
-                    source, sha = _SCRIPTS[step.name]
-                    argv = (len(step.keys), *step.keys, *step.args)
-                    try:
-                        reply = await client.evalsha(sha, *argv)
-                    except redis.exceptions.NoScriptError:
-                        reply = await client.eval(source, *argv)
-                elif step.multi:
-                    async with client.pipeline(transaction=True) as pipe:
-                        for command in step.multi:
-                            pipe.execute_command(*command)
-                        reply = await pipe.execute()
-                else:
-                    reply = await client.execute_command(*step.args)
-                step = op.send(reply)
-        except StopIteration as stop:
-            result: T = stop.value
-            return result
+            return await adrive(op, answer)
         except redis.exceptions.RedisError as exc:
             raise self._error(what, exc, cid) from exc
 
-    def _run(self, op: _Op[T], what: str, cid: str = "") -> T:
+    def _run(self, op: _Op[T], what: str, cid: str = "", *, write: bool = False) -> T:
+        # Every Redis operation is atomic by itself (one command, MULTI/EXEC or a script).
         try:
             client = self._sync_client()
         except BaseException:
@@ -362,7 +343,7 @@ class RedisStore:
             raise
         return self._execute(client, op, what, cid)
 
-    async def _arun(self, op: _Op[T], what: str, cid: str = "") -> T:
+    async def _arun(self, op: _Op[T], what: str, cid: str = "", *, write: bool = False) -> T:
         try:
             client = await self._async_client()
         except BaseException:
@@ -370,73 +351,7 @@ class RedisStore:
             raise
         return await self._aexecute(client, op, what, cid)
 
-    # -- sync API ------------------------------------------------------------------------
-
-    def append(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
-        """Append atomically; return the sequence numbers given, in order."""
-        cid = check_conversation_id(conversation_id)
-        return self._run(self._op_append(cid, messages), "append", cid)
-
-    def read(
-        self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
-    ) -> list[StoredMessage]:
-        """Messages with ``seq > after_seq``, oldest first (``LRANGE``; cheap near the tail)."""
-        cid = check_conversation_id(conversation_id)
-        check_read_args(after_seq, limit)
-        return self._run(self._op_read(cid, after_seq, limit), "read", cid)
-
-    def last_seq(self, conversation_id: str, /) -> int:
-        """The newest sequence number, 0 for an empty or unknown conversation."""
-        cid = check_conversation_id(conversation_id)
-        return self._run(self._op_last_seq(cid), "last_seq", cid)
-
-    def append_checkpoint(
-        self,
-        conversation_id: str,
-        checkpoint: CheckpointRecord,
-        /,
-        *,
-        expected_previous: str | None,
-    ) -> CheckpointRecord:
-        """Commit a checkpoint; :class:`ConflictError` if the log moved underneath it."""
-        cid = check_conversation_id(conversation_id)
-        return self._run(
-            self._op_append_checkpoint(cid, checkpoint, expected_previous),
-            "append_checkpoint",
-            cid,
-        )
-
-    def latest_checkpoint(self, conversation_id: str, /) -> CheckpointRecord | None:
-        """The newest committed checkpoint, if any."""
-        cid = check_conversation_id(conversation_id)
-        return self._run(self._op_latest_checkpoint(cid), "latest_checkpoint", cid)
-
-    def checkpoints(self, conversation_id: str, /) -> list[CheckpointRecord]:
-        """Every committed checkpoint, oldest first."""
-        cid = check_conversation_id(conversation_id)
-        return self._run(self._op_checkpoints(cid), "checkpoints", cid)
-
-    @contextmanager
-    def compaction_lock(self, conversation_id: str, /, *, ttl: float = 120.0) -> Iterator[bool]:
-        """``SET NX PX`` with a random token; yields whether the lock was taken."""
-        cid = check_conversation_id(conversation_id)
-        seconds = check_ttl(ttl)
-        token = uuid.uuid4().hex
-        taken = self._run(self._op_try_lock(cid, token, seconds), "compaction_lock", cid)
-        try:
-            yield taken
-        finally:
-            if taken:
-                self._run(self._op_release(cid, token), "compaction_lock release", cid)
-
-    def list_conversations(self) -> list[str]:
-        """Ids of the stored conversations, sorted."""
-        return self._run(self._op_list(), "list_conversations")
-
-    def delete(self, conversation_id: str, /) -> None:
-        """Remove a conversation with its checkpoints and lock."""
-        cid = check_conversation_id(conversation_id)
-        self._run(self._op_delete(cid), "delete", cid)
+    # -- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> None:
         """Close the sync client this store created (use :meth:`aclose` for both)."""
@@ -444,79 +359,6 @@ class RedisStore:
         client, self._client = self._client, None
         if client is not None and self._owned:
             client.close()
-
-    # -- async API -----------------------------------------------------------------------
-
-    async def aappend(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
-        """Async :meth:`append`."""
-        cid = check_conversation_id(conversation_id)
-        return await self._arun(self._op_append(cid, messages), "append", cid)
-
-    async def aread(
-        self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
-    ) -> list[StoredMessage]:
-        """Async :meth:`read`."""
-        cid = check_conversation_id(conversation_id)
-        check_read_args(after_seq, limit)
-        return await self._arun(self._op_read(cid, after_seq, limit), "read", cid)
-
-    async def alast_seq(self, conversation_id: str, /) -> int:
-        """Async :meth:`last_seq`."""
-        cid = check_conversation_id(conversation_id)
-        return await self._arun(self._op_last_seq(cid), "last_seq", cid)
-
-    async def aappend_checkpoint(
-        self,
-        conversation_id: str,
-        checkpoint: CheckpointRecord,
-        /,
-        *,
-        expected_previous: str | None,
-    ) -> CheckpointRecord:
-        """Async :meth:`append_checkpoint`."""
-        cid = check_conversation_id(conversation_id)
-        return await self._arun(
-            self._op_append_checkpoint(cid, checkpoint, expected_previous),
-            "append_checkpoint",
-            cid,
-        )
-
-    async def alatest_checkpoint(self, conversation_id: str, /) -> CheckpointRecord | None:
-        """Async :meth:`latest_checkpoint`."""
-        cid = check_conversation_id(conversation_id)
-        return await self._arun(self._op_latest_checkpoint(cid), "latest_checkpoint", cid)
-
-    async def acheckpoints(self, conversation_id: str, /) -> list[CheckpointRecord]:
-        """Async :meth:`checkpoints`."""
-        cid = check_conversation_id(conversation_id)
-        return await self._arun(self._op_checkpoints(cid), "checkpoints", cid)
-
-    def acompaction_lock(
-        self, conversation_id: str, /, *, ttl: float = 120.0
-    ) -> AbstractAsyncContextManager[bool]:
-        """Async :meth:`compaction_lock`."""
-        return self._alock(conversation_id, ttl)
-
-    @asynccontextmanager
-    async def _alock(self, conversation_id: str, ttl: float) -> AsyncIterator[bool]:
-        cid = check_conversation_id(conversation_id)
-        seconds = check_ttl(ttl)
-        token = uuid.uuid4().hex
-        taken = await self._arun(self._op_try_lock(cid, token, seconds), "compaction_lock", cid)
-        try:
-            yield taken
-        finally:
-            if taken:
-                await self._arun(self._op_release(cid, token), "compaction_lock release", cid)
-
-    async def alist_conversations(self) -> list[str]:
-        """Async :meth:`list_conversations`."""
-        return await self._arun(self._op_list(), "list_conversations")
-
-    async def adelete(self, conversation_id: str, /) -> None:
-        """Async :meth:`delete`."""
-        cid = check_conversation_id(conversation_id)
-        await self._arun(self._op_delete(cid), "delete", cid)
 
     async def aclose(self) -> None:
         """Close both clients this store created."""

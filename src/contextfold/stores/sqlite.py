@@ -7,9 +7,9 @@ of sequence numbers right after the conversation's newest one.
 
 Messages live in one table keyed ``num << 32 | seq`` (``num`` numbers the conversation), so a
 conversation is one contiguous key range: appends go to its end, the newest sequence number is
-one B-tree seek, and a window is a range scan. The commonest message, one plain text part, is
-stored as a compact row rather than JSON (see :mod:`contextfold.stores._codec`); writing and
-reading it skips JSON entirely.
+one B-tree seek, and a window is a range scan. Rows are the JSON every backend stores (see
+:mod:`contextfold.stores._codec`); files from earlier versions may also hold compact text
+rows, which are still read.
 
 Durability: with the default ``synchronous="NORMAL"`` a committed append survives the writing
 process being killed at any moment (the WAL is in the operating system's hands once the commit
@@ -28,41 +28,25 @@ import os
 import sqlite3
 import threading
 import time
-import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from collections.abc import Sequence
 from typing import Literal, TypeVar
 
-from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import StoreError
 from contextfold.messages import Message
-from contextfold.stores._codec import (
-    PAUSE_GC_ROWS,
-    check_conversation_id,
-    check_read_args,
-    check_ttl,
-    collector_paused,
-    encode_checkpoint,
-    encode_messages,
-)
+from contextfold.stores._backend import Flow, LockingOpStore
+from contextfold.stores._checks import check_conversation_id, check_positive
+from contextfold.stores._codec import encode_messages
+from contextfold.stores._dialects import sqlite_dialect
 from contextfold.stores._sql import (
-    Op,
+    SQLOpStore,
     op_append,
-    op_append_checkpoint,
-    op_checkpoints,
-    op_delete,
-    op_last_seq,
-    op_latest_checkpoint,
-    op_list,
     op_migrate,
-    op_read,
     op_release_lock,
     op_schema_current,
     op_try_lock,
     run_sync,
-    sqlite_dialect,
 )
-from contextfold.stores.base import StoredMessage
+from contextfold.stores.base import StoreConfigError
 
 __all__ = ["SQLiteStore", "parse_sqlite_url"]
 
@@ -84,14 +68,15 @@ def parse_sqlite_url(url: str) -> str:
     """
     prefix = "sqlite:///"
     if not url.startswith(prefix) or len(url) == len(prefix):
-        raise StoreError(
+        raise StoreConfigError(
             f"not a SQLite URL: {url!r} (expected sqlite:///relative.db, sqlite:////abs.db "
-            "or sqlite:///:memory:)"
+            "or sqlite:///:memory:)",
+            argument="target",
         )
     return url[len(prefix) :]
 
 
-class SQLiteStore:
+class SQLiteStore(SQLOpStore, LockingOpStore):
     """The append-only log in one SQLite database file (sync and async).
 
     Args:
@@ -120,7 +105,11 @@ class SQLiteStore:
         timeout: float = 30.0,
     ) -> None:
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
-            raise StoreError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
+            raise StoreConfigError(
+                f"synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}",
+                argument="synchronous",
+            )
+        check_positive(timeout, "timeout", zero=True)
         self._dialect = sqlite_dialect()
         self._lock = threading.RLock()
         self._owned = not isinstance(target, sqlite3.Connection)
@@ -150,8 +139,8 @@ class SQLiteStore:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
                 wal = bool(mode) and str(mode[0]).lower() == "wal"
             conn.execute(f"PRAGMA synchronous = {synchronous}")
-            if not self._run(op_schema_current(self._dialect), write=False, what="open"):
-                self._run(op_migrate(self._dialect), write=True, what="migrate")
+            if not self._run(op_schema_current(self._dialect), "open"):
+                self._run(op_migrate(self._dialect), "migrate", write=True)
             if wal and synchronous in ("NORMAL", "OFF"):
                 try:
                     self._inline = self._open_inline(path, synchronous)
@@ -212,7 +201,7 @@ class SQLiteStore:
             if self._inline is None:  # closed meanwhile
                 return None
             cid = check_conversation_id(conversation_id)
-            payloads = encode_messages(cid, messages, compact=True)
+            payloads = encode_messages(cid, messages)
             if not payloads:
                 return []
             cur = inline.cursor()
@@ -235,7 +224,7 @@ class SQLiteStore:
         finally:
             self._inline_lock.release()
 
-    def _run(self, op: Op[T], *, write: bool, what: str, conversation_id: str = "") -> T:
+    def _run(self, op: Flow[T], what: str, cid: str = "", *, write: bool = False) -> T:
         with self._lock:
             conn = self._conn
             if conn is None:
@@ -264,118 +253,26 @@ class SQLiteStore:
                     return result
                 return run_sync(cur, op)
             except sqlite3.Error as exc:
-                where = f" for conversation {conversation_id!r}" if conversation_id else ""
+                where = f" for conversation {cid!r}" if cid else ""
                 raise StoreError(f"{what} failed on {self._where}{where}: {exc}") from exc
             finally:
                 cur.close()
 
-    # -- sync API ------------------------------------------------------------------------
+    async def _arun(self, op: Flow[T], what: str, cid: str = "", *, write: bool = False) -> T:
+        # SQLite calls are short and local: a worker thread, with the same lock as sync calls.
+        return await asyncio.to_thread(self._run, op, what, cid, write=write)
 
-    def append(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
-        """Append atomically; return the sequence numbers given, in order."""
-        cid = check_conversation_id(conversation_id)
-        payloads = encode_messages(cid, messages, compact=True)
-        if not payloads:
-            return []
-        return self._run(
-            op_append(self._dialect, cid, payloads), write=True, what="append", conversation_id=cid
-        )
+    # -- operations ----------------------------------------------------------------------
 
-    def read(
-        self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
-    ) -> list[StoredMessage]:
-        """Messages with ``seq > after_seq``, oldest first; an index range scan, O(limit)."""
-        cid = check_conversation_id(conversation_id)
-        check_read_args(after_seq, limit)
-        # Fetching creates objects as fast as decoding does: pause the collector for both.
-        with collector_paused(limit is None or limit >= PAUSE_GC_ROWS):
-            return self._run(
-                op_read(self._dialect, cid, after_seq, limit),
-                write=False,
-                what="read",
-                conversation_id=cid,
-            )
+    def _op_try_lock(self, cid: str, token: str, ttl: float) -> Flow[bool]:
+        # A lock row with an expiry in wall-clock time: the claim is a write transaction, so
+        # exactly one process on the machine wins, and a dead holder's row expires.
+        return op_try_lock(self._dialect, cid, token, time.time(), ttl)
 
-    def last_seq(self, conversation_id: str, /) -> int:
-        """The newest sequence number, 0 for an empty or unknown conversation."""
-        cid = check_conversation_id(conversation_id)
-        return self._run(
-            op_last_seq(self._dialect, cid), write=False, what="last_seq", conversation_id=cid
-        )
+    def _op_release_lock(self, cid: str, token: str) -> Flow[None]:
+        return op_release_lock(self._dialect, cid, token)
 
-    def append_checkpoint(
-        self,
-        conversation_id: str,
-        checkpoint: CheckpointRecord,
-        /,
-        *,
-        expected_previous: str | None,
-    ) -> CheckpointRecord:
-        """Commit a checkpoint; :class:`ConflictError` if the log moved underneath it."""
-        cid = check_conversation_id(conversation_id)
-        data = encode_checkpoint(checkpoint)
-        return self._run(
-            op_append_checkpoint(self._dialect, cid, checkpoint, data, expected_previous),
-            write=True,
-            what="append_checkpoint",
-            conversation_id=cid,
-        )
-
-    def latest_checkpoint(self, conversation_id: str, /) -> CheckpointRecord | None:
-        """The newest committed checkpoint, if any."""
-        cid = check_conversation_id(conversation_id)
-        return self._run(
-            op_latest_checkpoint(self._dialect, cid),
-            write=False,
-            what="latest_checkpoint",
-            conversation_id=cid,
-        )
-
-    def checkpoints(self, conversation_id: str, /) -> list[CheckpointRecord]:
-        """Every committed checkpoint, oldest first."""
-        cid = check_conversation_id(conversation_id)
-        return self._run(
-            op_checkpoints(self._dialect, cid),
-            write=False,
-            what="checkpoints",
-            conversation_id=cid,
-        )
-
-    @contextmanager
-    def compaction_lock(self, conversation_id: str, /, *, ttl: float = 120.0) -> Iterator[bool]:
-        """Claim the conversation's lock row for ``ttl`` seconds; yields whether it was taken.
-
-        The claim is a write transaction, so exactly one process on the machine wins; a
-        holder that dies leaves a row that expires after ``ttl`` (wall-clock time).
-        """
-        cid = check_conversation_id(conversation_id)
-        seconds = check_ttl(ttl)
-        token = uuid.uuid4().hex
-        taken = self._run(
-            op_try_lock(self._dialect, cid, token, time.time(), seconds),
-            write=True,
-            what="compaction_lock",
-            conversation_id=cid,
-        )
-        try:
-            yield taken
-        finally:
-            if taken:
-                self._run(
-                    op_release_lock(self._dialect, cid, token),
-                    write=True,
-                    what="compaction_lock release",
-                    conversation_id=cid,
-                )
-
-    def list_conversations(self) -> list[str]:
-        """Ids of the stored conversations, sorted."""
-        return self._run(op_list(self._dialect), write=False, what="list_conversations")
-
-    def delete(self, conversation_id: str, /) -> None:
-        """Remove a conversation with its checkpoints and lock."""
-        cid = check_conversation_id(conversation_id)
-        self._run(op_delete(self._dialect, cid), write=True, what="delete", conversation_id=cid)
+    # -- lifecycle and the inline async append -------------------------------------------
 
     def close(self) -> None:
         """Close the connection (a connection passed in by the caller is left open)."""
@@ -388,8 +285,6 @@ class SQLiteStore:
             if conn is not None and self._owned:
                 conn.close()
 
-    # -- async API -----------------------------------------------------------------------
-
     async def aappend(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
         """Async :meth:`append`.
 
@@ -400,65 +295,7 @@ class SQLiteStore:
         if seqs is not None:
             await asyncio.sleep(0)  # a loop of appends still lets other tasks run
             return seqs
-        return await asyncio.to_thread(self.append, conversation_id, messages)
-
-    async def aread(
-        self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
-    ) -> list[StoredMessage]:
-        """Async :meth:`read`."""
-        return await asyncio.to_thread(
-            lambda: self.read(conversation_id, after_seq=after_seq, limit=limit)
-        )
-
-    async def alast_seq(self, conversation_id: str, /) -> int:
-        """Async :meth:`last_seq`."""
-        return await asyncio.to_thread(self.last_seq, conversation_id)
-
-    async def aappend_checkpoint(
-        self,
-        conversation_id: str,
-        checkpoint: CheckpointRecord,
-        /,
-        *,
-        expected_previous: str | None,
-    ) -> CheckpointRecord:
-        """Async :meth:`append_checkpoint`."""
-        return await asyncio.to_thread(
-            lambda: self.append_checkpoint(
-                conversation_id, checkpoint, expected_previous=expected_previous
-            )
-        )
-
-    async def alatest_checkpoint(self, conversation_id: str, /) -> CheckpointRecord | None:
-        """Async :meth:`latest_checkpoint`."""
-        return await asyncio.to_thread(self.latest_checkpoint, conversation_id)
-
-    async def acheckpoints(self, conversation_id: str, /) -> list[CheckpointRecord]:
-        """Async :meth:`checkpoints`."""
-        return await asyncio.to_thread(self.checkpoints, conversation_id)
-
-    def acompaction_lock(
-        self, conversation_id: str, /, *, ttl: float = 120.0
-    ) -> AbstractAsyncContextManager[bool]:
-        """Async :meth:`compaction_lock`."""
-        return self._alock(conversation_id, ttl)
-
-    @asynccontextmanager
-    async def _alock(self, conversation_id: str, ttl: float) -> AsyncIterator[bool]:
-        manager = self.compaction_lock(conversation_id, ttl=ttl)
-        taken = await asyncio.to_thread(manager.__enter__)
-        try:
-            yield taken
-        finally:
-            await asyncio.to_thread(manager.__exit__, None, None, None)
-
-    async def alist_conversations(self) -> list[str]:
-        """Async :meth:`list_conversations`."""
-        return await asyncio.to_thread(self.list_conversations)
-
-    async def adelete(self, conversation_id: str, /) -> None:
-        """Async :meth:`delete`."""
-        await asyncio.to_thread(self.delete, conversation_id)
+        return await super().aappend(conversation_id, messages)
 
     async def aclose(self) -> None:
         """Async :meth:`close`."""
