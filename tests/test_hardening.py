@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import FormatError
+from contextfold.formats import anthropic, openai_chat, openai_responses
 from contextfold.framing import (
     FRAMING_TAGS,
     SummaryPlacement,
@@ -38,6 +39,12 @@ from contextfold.summarizers.prompts import (
     instruction_for,
 )
 from contextfold.tokens.approx import ApproxCounter
+from shared_data import DATA, claude_code_payload, require_data
+
+CLAUDE_FILES = sorted(
+    str(p.relative_to(DATA / "claude-code-sessions"))
+    for p in (DATA / "claude-code-sessions").rglob("*.jsonl")
+)
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -311,3 +318,97 @@ def test_corrupted_checkpoint_field_raises_format_error_naming_it(name: str, val
 def test_well_formed_checkpoint_still_round_trips() -> None:
     record = CheckpointRecord(summary="s", last_covered_id="m", last_covered_seq=3, created_at=5)
     assert CheckpointRecord.from_dict(record.to_dict()) == record
+
+
+# -- wire shapes the official SDK types reject --------------------------------------------
+
+pydantic = pytest.importorskip("pydantic")
+openai_types = pytest.importorskip("openai.types.chat")
+responses_types = pytest.importorskip("openai.types.responses")
+anthropic_types = pytest.importorskip("anthropic.types")
+
+ANTHROPIC_MESSAGES = pydantic.TypeAdapter(list[anthropic_types.MessageParam])
+CHAT_MESSAGES = pydantic.TypeAdapter(list[openai_types.ChatCompletionMessageParam])
+RESPONSES_INPUT = pydantic.TypeAdapter(responses_types.ResponseInputParam)
+
+
+def accepted_by_anthropic(body: dict[str, Any]) -> None:
+    """The SDK's types, plus the rule they leave loose: ``tool_use.input`` is an object."""
+    ANTHROPIC_MESSAGES.validate_python(body["messages"])
+    for m in body["messages"]:
+        for b in m["content"] if isinstance(m["content"], list) else []:
+            if b["type"] == "tool_use":
+                assert isinstance(b["input"], dict), b
+
+
+def accepted_by_chat(items: list[dict[str, Any]]) -> None:
+    """The SDK's types, plus the rule they leave loose: null content needs tool calls."""
+    CHAT_MESSAGES.validate_python(items)
+    for m in items:
+        if m["role"] == "assistant" and not m.get("tool_calls"):
+            assert m.get("content") is not None, m
+
+
+def accepted_by_responses(items: list[dict[str, Any]]) -> None:
+    RESPONSES_INPUT.validate_python(items)
+
+
+@pytest.mark.parametrize("arguments", ["[1, 2]", "null", "123", '"text"', "true"])
+def test_tool_arguments_that_are_json_but_not_an_object_become_an_object_input(
+    arguments: str,
+) -> None:
+    call = ToolCallPart("c1", "f", arguments)
+    messages = [
+        Message.user("hi", id="u"),
+        Message.assistant(None, tool_calls=[call], id="a"),
+        Message.tool_result("c1", "ok", id="t"),
+    ]
+    body = anthropic.dump(messages)
+    accepted_by_anthropic(body)
+    assert body["messages"][1]["content"][0]["input"] == {"arguments": arguments}
+
+
+def test_thinking_only_assistant_turn_dumps_to_chat_with_string_content() -> None:
+    payload = [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": [{"type": "thinking", "thinking": "hm", "signature": "s"}],
+        },
+        {"role": "user", "content": "again"},
+    ]
+    messages = anthropic.load(payload)
+    assert anthropic.dump(messages)["messages"] == payload  # its own round trip is untouched
+    chat = openai_chat.dump(messages)
+    accepted_by_chat(chat)
+    assert chat[1] == {"role": "assistant", "content": ""}
+
+
+def test_adjacent_assistant_text_parts_dump_to_valid_responses_input() -> None:
+    turn = Message("assistant", (TextPart("first"), TextPart("second")), id="a")
+    items = openai_responses.dump([Message.user("hi", id="u"), turn])
+    accepted_by_responses(items)
+    back = openai_responses.load(items)
+    assert [p.text for p in back[1].parts if isinstance(p, TextPart)] == ["first", "second"]
+    assert openai_responses.dump(back) == items
+
+
+@pytest.mark.parametrize("name", CLAUDE_FILES)
+def test_claude_code_sessions_convert_to_payloads_the_sdk_types_accept(name: str) -> None:
+    payload = {"messages": claude_code_payload(require_data() / "claude-code-sessions" / name)}
+    messages = anthropic.load(payload)
+    assert anthropic.dump(messages) == payload
+    accepted_by_anthropic(payload)
+    accepted_by_chat(openai_chat.dump(messages))
+    accepted_by_responses(openai_responses.dump(messages))
+
+
+@pytest.mark.parametrize("run", [0, 17, 101, 199])
+def test_tau_bench_runs_convert_to_payloads_the_sdk_types_accept(
+    tau_runs: list[dict[str, Any]], run: int
+) -> None:
+    traj = tau_runs[run]["traj"]
+    messages = openai_chat.load(traj)
+    assert openai_chat.dump(messages) == traj
+    accepted_by_anthropic(anthropic.dump(messages))
+    accepted_by_responses(openai_responses.dump(messages))
