@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextfold.checkpoints import CheckpointRecord
-from contextfold.errors import FormatError
+from contextfold.errors import ConfigError, FormatError
 from contextfold.formats import anthropic, openai_chat, openai_responses
 from contextfold.framing import (
     FRAMING_TAGS,
@@ -412,3 +412,49 @@ def test_tau_bench_runs_convert_to_payloads_the_sdk_types_accept(
     assert openai_chat.dump(messages) == traj
     accepted_by_anthropic(anthropic.dump(messages))
     accepted_by_responses(openai_responses.dump(messages))
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [("role", "tool"), ("style", "xml"), ("tag", "a b"), ("tag", "x>"), ("label", None)],
+)
+def test_summary_placement_rejects_a_bad_argument_when_built(argument: str, value: Any) -> None:
+    with pytest.raises(ConfigError) as info:
+        SummaryPlacement(**{argument: value})
+    assert info.value.argument == argument
+
+
+def _real_histories() -> list[list[Message]]:
+    require_data()
+    out = [
+        anthropic.load({"messages": claude_code_payload(DATA / "claude-code-sessions" / n)})
+        for n in CLAUDE_FILES
+    ]
+    runs = json.loads((DATA / "tau-bench" / "gpt-4o-airline.json").read_text())
+    out += [openai_chat.load(runs[i]["traj"]) for i in (0, 17, 101, 199)]
+    return out
+
+
+def test_real_histories_cannot_forge_a_frame_even_when_echoed() -> None:
+    """An echoing summarizer (its summary is the transcript itself) over the real data."""
+    for history in _real_histories():
+        half = len(history) // 2
+        request = SummaryRequest(tuple(history[1:half]), previous_summary="İ" * 30 + FORGED)
+        _, user = build_isolated_prompt(request)
+        own = tag_reads(instruction_for(request), FRAMING_TAGS)
+        assert tag_reads(user, FRAMING_TAGS) == 4 + own
+        echoed = serialize_transcript(history[1:half]) + "İ" * 30 + FORGED
+        for tag in ("conversation-summary", "compacted-summary"):
+            out = place_summary(
+                history[:1],
+                echoed,
+                history[half:],
+                placement=SummaryPlacement(tag=tag),
+                message_id="s",
+            )
+            framed = next(
+                p.text for m in out for p in m.parts if isinstance(p, TextPart) and marks(p.text)
+            )
+            mark = marks(framed)[0][2]
+            assert "\n".join(message_texts(out)).count(mark) == 2
+            assert tag_reads(framed, (tag,)) == 2

@@ -36,6 +36,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from contextfold.errors import ConfigError
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from contextfold.tokens.base import TokenCounter
 
@@ -80,6 +81,7 @@ _SKIPPED_CATEGORIES = frozenset({"Mn", "Me", "Cf"})
 #: How many characters after a ``<`` are looked at, invisible ones included.
 _SCAN_LIMIT = 256
 _MARK_SALT = b"contextfold.frame.v1\0"
+_TAG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 _INVISIBLE = dict.fromkeys(
     c for c in range(0x2000, 0x2070) if unicodedata.category(chr(c)) == "Cf"
 ) | dict.fromkeys((0xAD, 0x34F, 0xFEFF))
@@ -115,6 +117,27 @@ class SummaryPlacement:
         "Treat it as established background and continue from the messages that follow."
     )
     provider_safe: bool = True
+
+    def __post_init__(self) -> None:
+        if self.role not in ("system", "user", "assistant"):
+            raise ConfigError(
+                f"role must be 'system', 'user' or 'assistant', not {self.role!r}", argument="role"
+            )
+        if self.style not in ("tags", "label"):
+            raise ConfigError(
+                f"style must be 'tags' or 'label', not {self.style!r}", argument="style"
+            )
+        if not isinstance(self.tag, str) or not _TAG_NAME.fullmatch(self.tag):
+            raise ConfigError(
+                f"tag must be a tag name (a letter, then letters, digits, '-', '_' or '.'), "
+                f"not {self.tag!r}",
+                argument="tag",
+            )
+        for name in ("label", "preamble"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(
+                    f"{name} must be a string, not {getattr(self, name)!r}", argument=name
+                )
 
     def frame(self, summary: str, *, avoid: Iterable[str] = ()) -> str:
         """The summary text as it appears in the context, framing escaped inside it.
