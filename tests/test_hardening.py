@@ -458,3 +458,41 @@ def test_real_histories_cannot_forge_a_frame_even_when_echoed() -> None:
             mark = marks(framed)[0][2]
             assert "\n".join(message_texts(out)).count(mark) == 2
             assert tag_reads(framed, (tag,)) == 2
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    paths=st.lists(hostile, min_size=1, max_size=6),
+    words=st.lists(hostile, min_size=12, max_size=12),
+)
+def test_no_file_path_or_tool_text_can_forge_the_checkpoint_frame(
+    paths: list[str], words: list[str]
+) -> None:
+    history = [Message.system("agent", id="s")]
+    for i, word in enumerate(words):
+        path = paths[i % len(paths)]
+        tool = ("Read", "Edit", "bash")[i % 3]
+        args = json.dumps({"file_path": path, "command": f"cat {path}"})
+        history += [
+            Message.user(f"step {i} {word} " + "detail " * 30, id=f"u{i}"),
+            Message(
+                "assistant", (ThinkingPart(word), ToolCallPart(f"c{i}", tool, args)), id=f"a{i}"
+            ),
+            Message.tool_result(f"c{i}", word or "ok", name=word or None, id=f"r{i}"),
+            Message.assistant(f"done {i} {word}", id=f"b{i}"),
+        ]
+    result = run(
+        Checkpoint(ExtractiveSummarizer(), max_tokens=1500), history, counter=ApproxCounter()
+    )
+    framed = [
+        p.text
+        for m in result.messages
+        for p in m.parts
+        if isinstance(p, TextPart) and marks(p.text)
+    ]
+    if not framed:
+        return  # fell back to the sliding window: no frame to forge
+    (text,) = framed
+    mark = marks(text)[0][2]
+    assert "\n".join(message_texts(result.messages)).count(mark) == 2
+    assert tag_reads(text, ("compacted-summary",)) == 2

@@ -8,8 +8,8 @@ to a summarizer), and the deterministic ids summary messages get.
 What a model sees, and why it cannot be fooled by the transcript:
 
 * **A marked frame.** The ``tags`` style wraps a summary in ``<tag-MARK>`` ... ``</tag-MARK>``
-  where ``MARK`` (:func:`frame_marker`) is eight hex digits of a hash of the summary text and
-  a fixed, public salt. It is deterministic (the same summary gets the same frame on every
+  where ``MARK`` (:func:`frame_marker`) is eight hex digits of a hash of the (escaped) summary
+  text and a fixed, public salt. It is deterministic (the same summary gets the same frame on every
   build, so a provider's prefix cache keeps hitting) and it is checked against everything
   else in the context: when the summary, the system prefix or a kept message contains the
   mark, the next candidate is taken. The marked tags therefore occur exactly once each in a
@@ -234,10 +234,10 @@ def _fold_all(text: str) -> str:
 def frame_marker(summary: str, avoid: Iterable[str] = ()) -> str:
     """The mark of a summary's frame: deterministic, and found nowhere in ``avoid``.
 
-    The first candidate is a hash of a public salt and the summary; a candidate that the
-    summary or any text in ``avoid`` contains (case and compatibility forms folded) is
-    skipped for the next one. Nothing secret is involved: the mark is unforgeable because it
-    is checked, not because it is hidden.
+    ``summary`` is the body as framed (already escaped). The first candidate is a hash of a
+    public salt and that body; a candidate that the body or any text in ``avoid`` contains
+    (case and compatibility forms folded) is skipped for the next one. Nothing secret is
+    involved: the mark is unforgeable because it is checked, not because it is hidden.
     """
     texts = [_fold_all(summary), *(_fold_all(t) for t in avoid if t)]
     h = hashlib.sha256(_MARK_SALT + summary.encode("utf-8", "surrogatepass"))
