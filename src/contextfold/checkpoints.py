@@ -86,28 +86,65 @@ class CheckpointRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CheckpointRecord:
-        """Inverse of :meth:`to_dict`; raises :class:`FormatError` on malformed data."""
+        """Inverse of :meth:`to_dict`; raises :class:`FormatError` on malformed data.
+
+        Every field's type is checked, not coerced: a stored record that was edited or
+        corrupted (a ``last_covered_seq`` of ``"3"``, a summary that is a number) would
+        otherwise surface later as a ``TypeError`` deep inside a strategy, on every build.
+        The error names the field.
+        """
         if not isinstance(data, Mapping):
             raise FormatError("a checkpoint must be an object")
         if data.get("v") != CHECKPOINT_FORMAT_VERSION:
             raise FormatError(f"unsupported checkpoint version {data.get('v')!r}", field="v")
-        try:
-            usage = data.get("usage")
-            return cls(
-                summary=str(data["summary"]),
-                last_covered_id=str(data["last_covered_id"]),
-                first_kept_id=data.get("first_kept_id"),
-                strategy=str(data.get("strategy", "")),
-                id=str(data["id"]),
-                previous_id=data.get("previous_id"),
-                last_covered_seq=data.get("last_covered_seq"),
-                model=data.get("model"),
-                prompt_hash=data.get("prompt_hash"),
-                tokens_before=int(data.get("tokens_before", 0)),
-                tokens_after=int(data.get("tokens_after", 0)),
-                usage=Usage.from_dict(usage) if isinstance(usage, Mapping) else None,
-                details=dict(data.get("details") or {}),
-                created_at=float(data.get("created_at", 0.0)),
+        for name in _REQUIRED:
+            if name not in data:
+                raise FormatError(f"malformed checkpoint: {name!r} is missing", field=name)
+        usage = _typed(data, "usage", (Mapping,), None)
+        details = _typed(data, "details", (Mapping,), None)
+        return cls(
+            summary=_typed(data, "summary", (str,), ""),
+            last_covered_id=_typed(data, "last_covered_id", (str,), ""),
+            first_kept_id=_typed(data, "first_kept_id", (str,), None),
+            strategy=_typed(data, "strategy", (str,), ""),
+            id=_typed(data, "id", (str,), ""),
+            previous_id=_typed(data, "previous_id", (str,), None),
+            last_covered_seq=_typed(data, "last_covered_seq", (int,), None),
+            model=_typed(data, "model", (str,), None),
+            prompt_hash=_typed(data, "prompt_hash", (str,), None),
+            tokens_before=_typed(data, "tokens_before", (int,), 0),
+            tokens_after=_typed(data, "tokens_after", (int,), 0),
+            usage=_usage(usage) if usage is not None else None,
+            details=dict(details) if details is not None else {},
+            created_at=float(_typed(data, "created_at", (int, float), 0.0)),
+        )
+
+
+_REQUIRED = ("summary", "last_covered_id", "id")
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", Mapping: "an object"}
+
+
+def _typed(data: Mapping[str, Any], name: str, types: tuple[type, ...], default: Any) -> Any:
+    """``data[name]`` when it has one of ``types`` (or is null, where the field may be)."""
+    value = data.get(name)
+    if value is None and (default is None or name not in data):
+        return default
+    if isinstance(value, bool) or not isinstance(value, types):
+        wanted = " or ".join(_TYPE_NAMES[t] for t in types)
+        null = " or null" if default is None else ""
+        raise FormatError(
+            f"malformed checkpoint: {name!r} must be {wanted}{null}, not {value!r:.80}",
+            field=name,
+        )
+    return value
+
+
+def _usage(data: Mapping[str, Any]) -> Usage:
+    for key in Usage().to_dict():
+        value = data.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise FormatError(
+                f"malformed checkpoint: usage {key!r} must be an integer, not {value!r:.80}",
+                field=f"usage.{key}",
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FormatError(f"malformed checkpoint: {exc}") from exc
+    return Usage.from_dict(data)

@@ -104,12 +104,17 @@ class ToolCallPart:
     kind: Literal["tool_call"] = "tool_call"
 
     def parsed_arguments(self) -> Any:
-        """Decode ``arguments``; raises :class:`FormatError` when it is not JSON."""
+        """Decode ``arguments``; raises :class:`FormatError` when it is not JSON.
+
+        Arguments nested too deeply to decode (thousands of levels) count as not JSON: they
+        are data a caller cannot use either way, and a :class:`RecursionError` escaping from
+        here would crash whatever was reading the conversation.
+        """
         import json
 
         try:
             return json.loads(self.arguments) if self.arguments.strip() else {}
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise FormatError(
                 f"tool call {self.id!r} ({self.name}) has arguments that are not JSON: {exc}",
                 field="arguments",

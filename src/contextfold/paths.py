@@ -8,12 +8,12 @@ guessed at.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from contextfold.errors import FormatError
 from contextfold.messages import Message, ToolCallPart
 
 __all__ = ["file_operations"]
@@ -49,8 +49,8 @@ _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.MULTIL
 
 def _call_args(call: ToolCallPart) -> Mapping[str, Any]:
     try:
-        args = json.loads(call.arguments) if call.arguments.strip() else {}
-    except ValueError:
+        args = call.parsed_arguments()
+    except FormatError:  # not JSON, or nested too deeply to decode: no paths to read
         return {}
     return args if isinstance(args, Mapping) else {}
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from contextfold.errors import FormatError
 from contextfold.formats._common import (
     DEFAULT_IMAGE_MIME,
     NO_EXTRA,
@@ -104,6 +105,8 @@ def _load_tool_use(raw: dict[str, Any], i: int | None, where: str, strict: bool)
         fail(f"input is not JSON data: {exc}", index=i, field=f"{where}.input")
     extra: dict[str, Any] = {}
     keep_unknown(raw, _K_TOOL_USE, NS, extra)
+    if not isinstance(value, dict):
+        extra[f"{NS}:input"] = "as_sent"  # lenient load: dump gives back what came in
     return ToolCallPart(call_id, name, arguments, extra=extra or NO_EXTRA)
 
 
@@ -252,11 +255,7 @@ def dump_part(p: Part, m: Message, ids: ToolIds) -> dict[str, Any] | None:
     if isinstance(p, ImagePart):
         return _dump_image(p)
     if isinstance(p, ToolCallPart):
-        try:
-            value = json.loads(p.arguments) if p.arguments.strip() else {}
-        except (ValueError, RecursionError):
-            value = {"arguments": p.arguments}
-        block = {"type": "tool_use", "id": ids.call(p.id), "name": p.name, "input": value}
+        block = {"type": "tool_use", "id": ids.call(p.id), "name": p.name, "input": _input(p)}
         return put_unknown(block, p.extra, NS)
     if isinstance(p, ToolResultPart):
         block = {"type": "tool_result", "tool_use_id": ids.result(p.call_id)}
@@ -279,6 +278,23 @@ def dump_part(p: Part, m: Message, ids: ToolIds) -> dict[str, Any] | None:
         if p.signature is not None:
             block["signature"] = p.signature
     return put_unknown(block, p.extra, NS)
+
+
+def _input(p: ToolCallPart) -> Any:
+    """The ``tool_use.input`` for ``p``: always an object, as the API requires.
+
+    Arguments that are not JSON, or JSON that is not an object (``[1, 2]``, ``null``,
+    ``123``), are passed as ``{"arguments": "<the text>"}`` so nothing is lost. Only an input
+    that was loaded from an Anthropic payload as a non-object (lenient mode) goes back as it
+    came, so that such a payload still round trips.
+    """
+    try:
+        value = p.parsed_arguments()
+    except FormatError:
+        return {"arguments": p.arguments}
+    if isinstance(value, dict) or hint(p.extra, NS, "input") == "as_sent":
+        return value
+    return {"arguments": p.arguments}
 
 
 def _dump_image(p: ImagePart) -> dict[str, Any] | None:

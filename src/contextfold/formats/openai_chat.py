@@ -362,7 +362,9 @@ def _dump_plain(
         item["content"] = _dump_parts(content_parts)
     elif not content_parts:
         if shape != "absent" and not (own and f"{NS}.content" in m.extra):
-            item["content"] = None if role == "assistant" else ""
+            # null content is for an assistant turn that calls tools; an assistant turn with
+            # nothing Chat can carry (only thinking, say) gets "", which the API accepts
+            item["content"] = None if role == "assistant" and calls else ""
     elif len(content_parts) == 1 and is_plain_text(content_parts[0], NS):
         item["content"] = content_parts[0].text  # type: ignore[union-attr]
     else:

@@ -413,6 +413,12 @@ def _flush_text(
     if not kept and not keep_empty:
         return
     content: Any
+    if role == "assistant" and len(kept) > 1 and all(is_plain_text(p, NS) for p in kept):
+        # A list of output_text is only valid in an output message, with its id and status;
+        # one easy message per part is valid input, and loads back as one assistant message.
+        for p in kept:
+            out.append({"type": "message", "role": role, "content": p.text})  # type: ignore[union-attr]
+        return
     if len(kept) == 1 and is_plain_text(kept[0], NS):
         content = kept[0].text  # type: ignore[union-attr]
     elif not kept:

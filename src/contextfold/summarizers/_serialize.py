@@ -4,25 +4,26 @@ A transcript is untrusted input: a user or a tool can write anything, including 
 like our own framing (``</conversation>``, ``<previous-summary>``) or like a speaker label at
 the start of a line. Everything here is built so that such text stays inert data:
 
-* framing tags are escaped with :func:`contextfold.strategies.base.escape_framing`;
+* framing tags are escaped with :func:`contextfold.framing.escape_framing`;
 * a line of message text that starts like one of our speaker labels is prefixed with a
   backslash, so it cannot pose as a new speaker;
+* a tool name shown inside a label is reduced to one line without brackets, so it cannot
+  end the label, start a new block or close a framing tag;
 * tool results are cut to their head and tail with a marker (models need the start and the
   end of a log far more than its middle, and a 50 kB file dump would crowd out the rest);
 * images become short placeholders and thinking is dropped (it is the model's scratchpad,
   not facts the conversation established).
-
-The helpers that read file operations out of tool calls live here too, because both the
-extractive summarizer and the checkpoint strategy need them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from contextfold.framing import FRAMING_TAGS, escape_text
+from contextfold.errors import FormatError
+from contextfold.framing import FRAMING_TAGS, escape_framing, escape_text
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -37,6 +38,7 @@ __all__ = [
     "SPEAKER_LABELS",
     "TOOL_RESULT_LIMIT",
     "image_placeholder",
+    "label_name",
     "render_tool_call",
     "serialize_transcript",
     "truncate_middle",
@@ -91,16 +93,32 @@ def image_placeholder(part: ImagePart) -> str:
 def render_tool_call(call: ToolCallPart, *, limit: int = 500) -> str:
     """``name(key=value, ...)`` with JSON values; unparsable arguments are shown raw."""
     try:
-        args: Any = json.loads(call.arguments) if call.arguments.strip() else {}
-    except ValueError:
+        args: Any = call.parsed_arguments()
+    except FormatError:
         args = None
+    inner = call.arguments
     if isinstance(args, dict):
-        inner = ", ".join(
-            f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in args.items()
-        )
-    else:
-        inner = call.arguments
+        try:
+            inner = ", ".join(
+                f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in args.items()
+            )
+        except RecursionError:  # decodable, but too deep to encode again from here
+            inner = call.arguments
     return f"{call.name}({truncate_middle(inner, limit)})"
+
+
+_LABEL_BREAKERS = re.compile(r"[\s\[\]]+")
+
+
+def label_name(name: str, tags: Sequence[str] = FRAMING_TAGS, *, limit: int = 200) -> str:
+    """``name`` made safe inside a speaker label such as ``[Tool result NAME]``.
+
+    A tool's name is as untrusted as its output: whitespace runs (newlines included) and
+    brackets become one space, so the name cannot end the label or start a new block, and
+    framing tags are escaped.
+    """
+    flat = _LABEL_BREAKERS.sub(" ", name).strip()
+    return escape_framing(flat[:limit], tags)
 
 
 def _part_lines(part: Part, *, tool_limit: int) -> list[str]:
@@ -153,8 +171,9 @@ def serialize_transcript(
                 calls.append(render_tool_call(part))
             elif isinstance(part, ToolResultPart):
                 label = "[Tool error]" if part.is_error else "[Tool result]"
-                if part.name:
-                    label = f"{label[:-1]} {part.name}]"
+                name = label_name(part.name, tags) if part.name else ""
+                if name:
+                    label = f"{label[:-1]} {name}]"
                 body = "\n".join(_part_lines(part, tool_limit=tool_result_limit))
                 results.append(f"{label}: {escape_text(body, tags)}")
             else:
@@ -169,6 +188,3 @@ def serialize_transcript(
             blocks.append("[Assistant tool calls]: " + escape_text("; ".join(calls), tags))
         blocks.extend(results)
     return "\n\n".join(blocks)
-
-
-# -- file operations ----------------------------------------------------------------------

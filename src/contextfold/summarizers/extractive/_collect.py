@@ -8,12 +8,12 @@ for the budget by weight per character.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from contextfold.errors import FormatError
 from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from contextfold.summarizers.extractive._items import (
     CONCEPTS,
@@ -293,8 +293,8 @@ def _command_of(call: ToolCallPart) -> str | None:
     if call.name.lower() not in ("bash", "shell", "run", "exec", "execute", "terminal"):
         return None
     try:
-        args = json.loads(call.arguments) if call.arguments.strip() else {}
-    except ValueError:
+        args = call.parsed_arguments()
+    except FormatError:  # not JSON, or nested too deeply to decode
         return None
     cmd = args.get("command") if isinstance(args, Mapping) else None
     if isinstance(cmd, list):
