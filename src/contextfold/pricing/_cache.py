@@ -128,7 +128,7 @@ class CacheSimulator:
         read = self.prices.cacheable(hit) if total >= self.prices.min_cacheable_tokens else 0
         if total >= self.prices.min_cacheable_tokens:
             write, uncached = total - read, 0
-            self._mark(keys, at)
+            self._mark(keys, at, after=matched)
         else:
             write, uncached = 0, total
         cost = self.prices.cost(
@@ -167,18 +167,19 @@ class CacheSimulator:
             self._mark(keys[: best[0]], at)
         return best[0], best[1]
 
-    def _mark(self, keys: tuple[Hashable, ...], at: float) -> None:
+    def _mark(self, keys: tuple[Hashable, ...], at: float, *, after: int = 0) -> None:
         """Keep ``keys`` cached until ``at`` plus the TTL: a write, or a read that refreshes.
 
-        With ``"longest"`` matching every prefix of it becomes a live entry too.
+        Only positions deeper than ``after`` are touched (a write leaves the part it read
+        alone, so an entry that is not refreshed on reads still expires on time). With
+        ``"longest"`` matching every prefix becomes a live entry; otherwise only the end.
         """
         node = self._root
         longest = self.prices.prefix_match == "longest"
-        for key in keys:
+        for depth, key in enumerate(keys, 1):
             node = node.children.setdefault(key, _Node())
-            if longest:
+            if depth > after and (longest or depth == len(keys)):
                 node.expires = max(node.expires, at + self._ttl)
-        node.expires = max(node.expires, at + self._ttl)
 
 
 def _check_request(
