@@ -29,265 +29,23 @@ small Claude Code log, 4,000 tokens). Prints Markdown tables and writes
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
-import datetime as dt
 import hashlib
 import json
-import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from bench.retention import anthropic_to_messages, locomo_messages
-from contextfold import ConversationMemory
-from contextfold.errors import ContextfoldError
-from contextfold.formats import openai_chat
-from contextfold.formats.claude_code import merge_records
+from bench._replay_data import DATA, ROOT, Replay, claude_code, locomo, tau_bench
+from bench._replay_strategies import COUNTER, Builder, strategies
 from contextfold.messages import Message
 from contextfold.pricing import CacheSimulator, ModelPrices, prices_for
-from contextfold.strategies.base import run
-from contextfold.strategies.checkpoint import Checkpoint
-from contextfold.strategies.hybrid import Hybrid
-from contextfold.strategies.sliding import SlidingWindow
-from contextfold.summarizers.extractive import ExtractiveSummarizer
-from contextfold.tokens.approx import ApproxCounter
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "bench" / "out"
 BUDGETS = (4_000, 16_000)
 MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-5"}
-LOCOMO_GAP_S = 30.0
-TAU_GAP_S = 10.0
-
-COUNTER = ApproxCounter()
-
-
-@dataclass
-class Replay:
-    """One conversation: its messages, and when each request is sent (index -> seconds)."""
-
-    name: str
-    messages: list[Message]
-    requests: list[tuple[int, float]]  # (index of the last message of the request, time)
-
-
-# -- the data sets ---------------------------------------------------------------------------
-
-_DATE = re.compile(r"(\d{1,2}):(\d{2}) (am|pm) on (\d{1,2}) (\w+), (\d{4})")
-
-
-def _session_start(text: str) -> float:
-    """``"1:56 pm on 8 May, 2023"`` as seconds since the epoch (UTC)."""
-    m = _DATE.search(text)
-    if m is None:
-        return 0.0
-    hour, minute, half, day, month, year = m.groups()
-    h = int(hour) % 12 + (12 if half == "pm" else 0)
-    when = dt.datetime.strptime(f"{day} {month} {year} {h}:{minute}", "%d %B %Y %H:%M")
-    return when.replace(tzinfo=dt.timezone.utc).timestamp()
-
-
-def locomo(tiny: bool) -> list[Replay]:
-    """A request at every user (speaker A) turn; sessions start at their recorded dates."""
-    samples = json.loads((DATA / "locomo" / "locomo10.json").read_text())[: 1 if tiny else None]
-    out = []
-    for sample in samples:
-        conv = sample["conversation"]
-        msgs = locomo_messages(sample)
-        requests, last_session, k, start = [], None, 0, 0.0
-        for i, m in enumerate(msgs):
-            session = (m.id or "D0:").split(":")[0][1:]
-            if session != last_session:
-                start = max(_session_start(conv.get(f"session_{session}_date_time", "")), start)
-                last_session, k = session, 0
-            at = start + k * LOCOMO_GAP_S
-            k += 1
-            if m.role == "user":
-                requests.append((i, at))
-        out.append(Replay(sample["sample_id"], msgs, requests))
-    return out
-
-
-def tau_bench(tiny: bool) -> list[Replay]:
-    """A request after every tool result; messages 10 s apart."""
-    runs = json.loads((DATA / "tau-bench" / "gpt-4o-airline.json").read_text())
-    out = []
-    for r in runs[: 3 if tiny else None]:
-        msgs = _with_ids(openai_chat.load(r["traj"]), f"t{r['task_id']}-{r['trial']}")
-        requests = [(i, i * TAU_GAP_S) for i, m in enumerate(msgs) if m.role == "tool"]
-        out.append(Replay(f"task {r['task_id']} trial {r['trial']}", msgs, requests))
-    return out
-
-
-def claude_code(tiny: bool) -> list[Replay]:
-    """A request after every tool-result message, at the time the last result was logged.
-
-    The session's whole history is replayed, without Claude Code's own compaction summary.
-    """
-    base = DATA / "claude-code-sessions"
-    files = (
-        [base / "tool_heavy.jsonl"]
-        if tiny
-        else sorted(p for p in base.glob("*.jsonl") if len(p.stem) > 30)
-    )
-    out = []
-    for path in files:
-        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        records = [r for r in records if not r.get("isCompactSummary")]
-        logged: dict[str, float] = {}
-        for r in records:
-            content = (r.get("message") or {}).get("content")
-            for b in content if isinstance(content, list) else ():
-                if isinstance(b, dict) and b.get("type") == "tool_result" and r.get("timestamp"):
-                    stamp = dt.datetime.fromisoformat(r["timestamp"].replace("Z", "+00:00"))
-                    logged[b["tool_use_id"]] = stamp.timestamp()
-        msgs = _with_ids(anthropic_to_messages(merge_records(records)), path.stem[:8])
-        requests, last = [], 0.0
-        for i, m in enumerate(msgs):
-            if m.tool_results and all(p.call_id in logged for p in m.tool_results):
-                last = max([last, *(logged[p.call_id] for p in m.tool_results)])
-                requests.append((i, last))
-        out.append(Replay(path.stem[:8], msgs, requests))
-    return out
-
-
-def _with_ids(msgs: Sequence[Message], prefix: str) -> list[Message]:
-    return [m if m.id else m.replace(id=f"{prefix}-{i}") for i, m in enumerate(msgs)]
-
-
-# -- the strategies --------------------------------------------------------------------------
-
-Context = Sequence[Message] | None  # None: the strategy raised (it could not fit the budget)
-Builder = Callable[[Replay], Iterator[Context]]
-
-
-def full_history(replay: Replay) -> Iterator[Context]:
-    for i, _ in replay.requests:
-        yield replay.messages[: i + 1]
-
-
-def stateless(build: Callable[[Sequence[Message]], Sequence[Message]]) -> Builder:
-    """A strategy that sees only the growing history (no state between requests)."""
-
-    def contexts(replay: Replay) -> Iterator[Context]:
-        for i, _ in replay.requests:
-            try:
-                yield build(replay.messages[: i + 1])
-            except ContextfoldError:
-                yield None
-
-    return contexts
-
-
-def through_memory(make: Callable[[], Any]) -> Builder:
-    """A strategy run by ``ConversationMemory``: messages appended, one build per request."""
-
-    def contexts(replay: Replay) -> Iterator[Context]:
-        memory = ConversationMemory(strategy=make(), counter=COUNTER)
-        done = 0
-        for i, _ in replay.requests:
-            memory.extend(replay.messages[done : i + 1])
-            done = i + 1
-            try:
-                yield memory.build_context().messages
-            except ContextfoldError:
-                yield None
-
-    return contexts
-
-
-def langchain_trim(budget: int) -> Callable[[Sequence[Message]], Sequence[Message]]:
-    """LangChain ``trim_messages`` (last, include system, start on human), our counter."""
-    from langchain_core.messages import trim_messages
-
-    def build(history: Sequence[Message]) -> Sequence[Message]:
-        lc, owner = to_langchain(history)
-
-        def count(ms: list[Any]) -> int:
-            return sum(COUNTER.count_message(history[i]) for i in {owner[m.id] for m in ms})
-
-        kept = trim_messages(
-            lc,
-            max_tokens=budget,
-            token_counter=count,
-            strategy="last",
-            include_system=True,
-            start_on="human",
-        )
-        parts = dict.fromkeys(owner.values(), 0)
-        for m in lc:
-            parts[owner[m.id]] += 1
-        for m in kept:
-            parts[owner[m.id]] -= 1
-        # A message split into several LangChain messages counts only if all were kept.
-        seen = {owner[m.id] for m in kept}
-        return [history[i] for i in sorted(seen) if parts[i] == 0]
-
-    return build
-
-
-def to_langchain(history: Sequence[Message]) -> tuple[list[Any], dict[str, int]]:
-    """LangChain messages for ``history``; a tool-result message becomes one per result."""
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-
-    out: list[Any] = []
-    owner: dict[str, int] = {}
-    for i, m in enumerate(history):
-        made: list[Any] = []
-        if m.role == "system":
-            made.append(SystemMessage(m.text))
-        elif m.tool_results:
-            made += [ToolMessage(r.text, tool_call_id=r.call_id) for r in m.tool_results]
-        elif m.role == "user":
-            made.append(HumanMessage(m.text))
-        else:
-            calls = [{"id": c.id, "name": c.name, "args": _args(c.arguments)} for c in m.tool_calls]
-            made.append(AIMessage(m.text, tool_calls=calls))
-        for k, lm in enumerate(made):
-            lm.id = f"{i}:{k}"
-            owner[lm.id] = i
-        out += made
-    return out, owner
-
-
-def _args(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text or "{}")
-    except json.JSONDecodeError:
-        return {"input": text}
-    return value if isinstance(value, dict) else {"input": value}
-
-
-def strategies(budget: int) -> dict[str, Builder]:
-    def extractive() -> ExtractiveSummarizer:
-        return ExtractiveSummarizer()  # its default summary length
-
-    out: dict[str, Builder] = {
-        "full history": full_history,
-        "SlidingWindow": stateless(
-            lambda h: run(SlidingWindow(budget), h, counter=COUNTER).messages
-        ),
-        "Hybrid+Extractive": through_memory(
-            lambda: Hybrid(
-                budget,
-                keep_recent=8,
-                chunk_size=16,
-                summarizer=extractive(),
-                max_output_tokens=int(budget * 0.7),
-            )
-        ),
-        "Checkpoint+Extractive": through_memory(
-            lambda: Checkpoint(extractive(), max_tokens=budget, keep_recent_tokens=budget // 5)
-        ),
-    }
-    with contextlib.suppress(ImportError):
-        out["langchain trim_messages"] = stateless(langchain_trim(budget))
-    return out
 
 
 # -- billing ---------------------------------------------------------------------------------
@@ -455,7 +213,9 @@ def table(title: str, rows: list[dict[str, Any]], prices: dict[str, ModelPrices]
         f"## {title}",
         "",
         f"Billed input in US dollars; ratios are to the full history resent with caching. "
-        f"Anthropic: {a}; OpenAI: {o}.",
+        f"Anthropic: {a}; OpenAI: {o}. A failed request (the strategy raised, or kept no "
+        "message) is not billed: a ratio marked * covers fewer requests than the full "
+        "history's.",
         "",
         "| budget | strategy | requests | failed | mean context | over budget | prefix breaks "
         f"| {a} $ | vs full | lower bound | {o} $ | vs full | lower bound |",
@@ -471,12 +231,13 @@ def table(title: str, rows: list[dict[str, Any]], prices: dict[str, ModelPrices]
             f"{r['over_budget']:,}",
             f"{r['prefix_breaks']:,}",
         ]
+        mark = "*" if r["failed"] else ""
         for provider in ("anthropic", "openai"):
             p = r[provider]
             cells += [
                 f"{p['input_usd']:.3f}",
-                f"{p.get('vs_full', 0.0):.2f}x",
-                f"{p.get('floor_vs_full', 0.0):.2f}x",
+                f"{p.get('vs_full', 0.0):.2f}x{mark}",
+                f"{p.get('floor_vs_full', 0.0):.2f}x{mark}",
             ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
