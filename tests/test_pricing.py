@@ -299,3 +299,12 @@ def test_genai_prices_gives_the_dollars_and_our_table_the_cache_rules() -> None:
     with pytest.raises(ConfigError) as info:
         from_genai_prices("no-such-model-xyz", provider="openai")
     assert info.value.argument == "model"
+
+
+def test_importing_pricing_loads_no_optional_package() -> None:
+    import subprocess
+
+    code = "import sys, contextfold.pricing; assert 'genai_prices' not in sys.modules; print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
