@@ -3,7 +3,7 @@
 Run ``python -m bench.report`` (what ``make bench`` does) or ``--tiny`` to check that every
 benchmark still runs (seconds each; the figures are then not meaningful).
 
-Each benchmark module (``bench/bench_*.py`` and ``bench/retention.py``) runs in its own
+Each benchmark module (``bench/bench_*.py``, ``bench/retention.py`` and ``bench/replay.py``) runs in its own
 process, one after the other, so they do not disturb each other's timings. Its Markdown
 tables (stdout) go into the report as they are, and its raw figures
 (``bench/out/<name>.json``) feed the PNG charts written to ``docs/bench/``. The report also
@@ -52,8 +52,7 @@ PEERS = (
 def discover() -> list[str]:
     """Module names of every benchmark, in a stable order."""
     names = sorted(p.stem for p in BENCH.glob("bench_*.py"))
-    if (BENCH / "retention.py").exists():
-        names.append("retention")
+    names += [name for name in ("retention", "replay") if (BENCH / f"{name}.py").exists()]
     return names
 
 
