@@ -16,9 +16,9 @@ from bench._replay_data import Replay
 from contextfold import ConversationMemory
 from contextfold.errors import ContextfoldError
 from contextfold.messages import Message
-from contextfold.strategies.base import run
 from contextfold.strategies.checkpoint import Checkpoint
 from contextfold.strategies.hybrid import Hybrid
+from contextfold.strategies.run import run
 from contextfold.strategies.sliding import SlidingWindow
 from contextfold.summarizers.extractive import ExtractiveSummarizer
 from contextfold.tokens.approx import ApproxCounter

@@ -36,8 +36,8 @@ from contextfold.formats import anthropic as anthropic_format
 from contextfold.formats import openai_chat
 from contextfold.formats.claude_code import merge_records
 from contextfold.messages import Message
-from contextfold.strategies.base import run
 from contextfold.strategies.checkpoint import Checkpoint
+from contextfold.strategies.run import run
 from contextfold.summarizers.anthropic import AnthropicSummarizer
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest
 from contextfold.summarizers.openai import OpenAISummarizer

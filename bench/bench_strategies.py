@@ -41,7 +41,7 @@ from contextfold.strategies import (
     Summarization,
     SummaryCompactor,
 )
-from contextfold.strategies.base import run
+from contextfold.strategies.run import run
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest
 from contextfold.tokens.approx import ApproxCounter
 

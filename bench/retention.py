@@ -35,8 +35,8 @@ from typing import Any
 
 from contextfold.formats.claude_code import merge_records
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from contextfold.strategies.base import run
 from contextfold.strategies.checkpoint import Checkpoint
+from contextfold.strategies.run import run
 from contextfold.strategies.sliding import SlidingWindow
 from contextfold.summarizers.base import SummaryRequest
 from contextfold.summarizers.extractive import ExtractiveSummarizer, _phrases

@@ -29,8 +29,8 @@ from contextfold.framing import (
 )
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart
 from contextfold.paths import file_operations
-from contextfold.strategies.base import run
 from contextfold.strategies.checkpoint import Checkpoint
+from contextfold.strategies.run import run
 from contextfold.summarizers import ExtractiveSummarizer, SummaryRequest
 from contextfold.summarizers._serialize import serialize_transcript
 from contextfold.summarizers.prompts import (

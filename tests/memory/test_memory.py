@@ -30,12 +30,13 @@ from contextfold.messages import Message, ToolCallPart
 from contextfold.stores.base import StoredMessage
 from contextfold.stores.memory import InMemoryStore
 from contextfold.stores.sqlite import SQLiteStore
-from contextfold.strategies.base import PlanGenerator, StrategyState, run
+from contextfold.strategies.base import PlanGenerator, StrategyState
 from contextfold.strategies.checkpoint import Checkpoint
 from contextfold.strategies.compactor import SummaryCompactor
 from contextfold.strategies.hybrid import Hybrid
 from contextfold.strategies.pipeline import Pipeline
 from contextfold.strategies.prune import PruneToolOutputs
+from contextfold.strategies.run import run
 from contextfold.strategies.sliding import SlidingWindow
 from contextfold.strategies.summarization import Summarization
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest

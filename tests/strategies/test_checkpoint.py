@@ -10,21 +10,21 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategy_checks import chat, check_invariants, dump, is_summary_message, snapshot
+from test_strategy_properties import conversations, floor_tokens, summarizers
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import BudgetError, ContextfoldError, PairingError
 from contextfold.formats import load
 from contextfold.messages import Message, ToolCallPart
 from contextfold.prompts import build_cache_aligned_messages
-from contextfold.strategies.base import arun, run
 from contextfold.strategies.checkpoint import Checkpoint
+from contextfold.strategies.run import arun, run
 from contextfold.summarizers import ExtractiveSummarizer, SummaryRequest
 from contextfold.testing import FakeSummarizer, FixedCounter
 from contextfold.tokens.approx import ApproxCounter
 from contextfold.turns import prefix_length, validate
 from shared_data import claude_code_main_sessions, claude_code_payload, require_data
-from strategy_checks import chat, check_invariants, dump, is_summary_message, snapshot
-from test_strategy_properties import conversations, floor_tokens, summarizers
 
 COUNTER = ApproxCounter()
 BUDGET = 1500  # agent_session(12) is about 2900 tokens

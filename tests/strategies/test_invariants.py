@@ -17,11 +17,12 @@ from typing import Any, TypeVar
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategy_checks import least_window_tokens
 
 from contextfold import formats
 from contextfold.errors import BudgetError
 from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from contextfold.strategies.base import run
+from contextfold.strategies.run import run
 from contextfold.strategies.sliding import SlidingWindow, fit_window
 from contextfold.testing import FixedCounter
 from contextfold.tokens.approx import ApproxCounter
@@ -36,7 +37,6 @@ from contextfold.turns import (
     validate,
 )
 from shared_data import claude_code_main_sessions, claude_code_payload, swe_agent_openai
-from strategy_checks import least_window_tokens
 
 T = TypeVar("T")
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

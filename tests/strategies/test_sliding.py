@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import BudgetError, ConfigError, PairingError
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
-from contextfold.strategies.base import Strategy, arun, dry_run, run
+from contextfold.strategies.base import Strategy
+from contextfold.strategies.run import arun, dry_run, run
 from contextfold.strategies.sliding import SlidingWindow, fit_window, window_result
 from contextfold.testing import FixedCounter
 from contextfold.tokens.approx import ApproxCounter

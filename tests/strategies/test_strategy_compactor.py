@@ -5,19 +5,19 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from strategy_checks import chat, check_invariants, ids, snapshot
 
 from contextfold.errors import BudgetError, CancelledError, PairingError
 from contextfold.messages import Message
 from contextfold.strategies import SummaryCompactor
 from contextfold.strategies._chars import char_size
-from contextfold.strategies.base import arun, run
+from contextfold.strategies.run import arun, run
 from contextfold.summarizers.base import (
     CancelToken,
     SummarizationResult,
     SummaryRequest,
 )
 from contextfold.testing import FakeSummarizer, FixedCounter
-from strategy_checks import chat, check_invariants, ids, snapshot
 
 TEN = FixedCounter(10, per_char=0)
 LABEL = "[Condensed summary of the earlier conversation]"

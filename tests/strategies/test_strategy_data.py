@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from strategy_checks import check_invariants, dump, least_window_tokens, root_conftest, snapshot
 
 from contextfold.formats import anthropic, openai_chat
 from contextfold.messages import Message
@@ -27,12 +28,11 @@ from contextfold.strategies import (
     SummaryCompactor,
 )
 from contextfold.strategies._chars import char_size
-from contextfold.strategies.base import run
+from contextfold.strategies.run import run
 from contextfold.summarizers import ExtractiveSummarizer
 from contextfold.testing import FakeSummarizer
 from contextfold.tokens.approx import ApproxCounter
 from contextfold.turns import prefix_length, units
-from strategy_checks import check_invariants, dump, least_window_tokens, root_conftest, snapshot
 
 _conftest = root_conftest()
 claude_code_main_sessions = _conftest.claude_code_main_sessions

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from strategy_checks import chat, dump
 
 from contextfold.messages import Message, ToolCallPart
 from contextfold.strategies import (
@@ -19,11 +20,10 @@ from contextfold.strategies import (
     Summarization,
     SummaryCompactor,
 )
-from contextfold.strategies.base import arun, run
+from contextfold.strategies.run import arun, run
 from contextfold.summarizers import ExtractiveSummarizer
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest
 from contextfold.testing import FakeSummarizer, FixedCounter
-from strategy_checks import chat, dump
 
 COUNTER = FixedCounter(2, per_char=1)
 

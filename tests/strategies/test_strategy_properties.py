@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategy_checks import check_invariants, dump, least_window_tokens, snapshot
 
 from contextfold.errors import BudgetError
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
@@ -19,10 +20,9 @@ from contextfold.strategies import (
     SummaryCompactor,
 )
 from contextfold.strategies._chars import char_size
-from contextfold.strategies.base import run
+from contextfold.strategies.run import run
 from contextfold.testing import FakeSummarizer, FixedCounter
 from contextfold.turns import prefix_length
-from strategy_checks import check_invariants, dump, least_window_tokens, snapshot
 
 SETTINGS = settings(
     max_examples=60,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from strategy_checks import check_invariants, ids, snapshot
 
 from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from contextfold.strategies import (
@@ -12,9 +13,8 @@ from contextfold.strategies import (
     SlidingWindow,
     Summarization,
 )
-from contextfold.strategies.base import run
+from contextfold.strategies.run import run
 from contextfold.testing import FakeSummarizer, FixedCounter
-from strategy_checks import check_invariants, ids, snapshot
 
 CHARS = FixedCounter(1, per_char=1)  # one token per character plus one per message
 

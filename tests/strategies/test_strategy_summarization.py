@@ -6,14 +6,15 @@ import re
 from typing import get_args
 
 import pytest
+from strategy_checks import chat, check_invariants, dump, ids, is_summary_message, snapshot
 
 from contextfold.errors import BudgetError, ConfigError, FormatError, PairingError
 from contextfold.messages import Message, TextPart, ToolCallPart
 from contextfold.strategies import Hybrid, SlidingWindow, Summarization, SummaryPlacement
-from contextfold.strategies.base import StrategyState, dry_run, run
+from contextfold.strategies.base import StrategyState
+from contextfold.strategies.run import dry_run, run
 from contextfold.summarizers.base import FailureCode, SummaryRequest
 from contextfold.testing import FakeSummarizer, FixedCounter
-from strategy_checks import chat, check_invariants, dump, ids, is_summary_message, snapshot
 
 TEN = FixedCounter(10, per_char=0)  # every message costs exactly 10 tokens
 FAILURES = list(get_args(FailureCode))

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from strategy_checks import chat, check_invariants, dump, ids, snapshot
 
 from contextfold.errors import BudgetError, ConfigError
 from contextfold.memory import ConversationMemory
@@ -17,11 +18,10 @@ from contextfold.strategies import (
     SlidingWindow,
     Summarization,
 )
-from contextfold.strategies.base import arun, run
+from contextfold.strategies.run import arun, run
 from contextfold.summarizers import ExtractiveSummarizer
 from contextfold.testing import FakeSummarizer, FixedCounter
 from contextfold.tokens.approx import ApproxCounter
-from strategy_checks import chat, check_invariants, dump, ids, snapshot
 
 
 class SchemaCounter(FixedCounter):

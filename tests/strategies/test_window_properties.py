@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategy_checks import check_invariants, snapshot
 
 from contextfold import formats
 from contextfold.errors import BudgetError
@@ -38,12 +39,11 @@ from contextfold.strategies import (
     StrategyResult,
     Summarization,
 )
-from contextfold.strategies.base import run
+from contextfold.strategies.run import run
 from contextfold.testing import FakeSummarizer, FixedCounter
 from contextfold.tokens.approx import ApproxCounter
 from contextfold.tokens.base import TokenCounter
 from contextfold.turns import newest_request, prefix_length, validate
-from strategy_checks import check_invariants, snapshot
 
 SETTINGS = settings(
     max_examples=150,

@@ -677,8 +677,8 @@ async def test_checkpoint_strategy_on_a_tau_bench_conversation(
     srv: WireServer, clients: Any, how: str, tau_runs: list[dict[str, Any]]
 ) -> None:
     from contextfold.formats import openai_chat
-    from contextfold.strategies.base import arun, run
     from contextfold.strategies.checkpoint import Checkpoint
+    from contextfold.strategies.run import arun, run
     from contextfold.tokens.approx import ApproxCounter
     from contextfold.turns import validate
 

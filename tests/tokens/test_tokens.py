@@ -21,7 +21,7 @@ from contextfold.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from contextfold.strategies.base import run
+from contextfold.strategies.run import run
 from contextfold.strategies.sliding import SlidingWindow
 from contextfold.tokens import (
     ApproxCounter,

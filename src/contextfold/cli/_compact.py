@@ -144,7 +144,7 @@ def _compact_in_memory(
     strategy: Strategy, messages: list[Message], counter: TokenCounter, budget: int
 ) -> tuple[Sequence[Message], dict[str, Any]]:
     """Run the strategy once with the sync driver (the command line has no event loop)."""
-    from contextfold.strategies.base import run
+    from contextfold.strategies.run import run
 
     with progress("counting tokens", len(messages), enabled=len(messages) > 2000) as advance:
         for m in messages:
@@ -263,7 +263,7 @@ def plan_rows(
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """``plan``: each message's fate and why, from a dry run that calls no summarizer."""
-    from contextfold.strategies.base import dry_run
+    from contextfold.strategies.run import dry_run
 
     loaded = load_conversation(args.file, fmt=args.format)
     messages = check_pairing(loaded, args.repair)

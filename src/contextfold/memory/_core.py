@@ -14,7 +14,7 @@ from typing import Any
 
 from contextfold._drive import relay
 from contextfold.checkpoints import CheckpointRecord
-from contextfold.errors import ConflictError, StoreError
+from contextfold.errors import ConflictError
 from contextfold.memory._context import Context, ContextPlan
 from contextfold.memory._ops import (
     Commit,
@@ -22,42 +22,25 @@ from contextfold.memory._ops import (
     LastSeq,
     Latest,
     Lock,
-    Read,
 )
+from contextfold.memory._reader import History, HistoryReader
 from contextfold.memory._stats import BuildRecord, Ledger, MemoryStats, with_record
 from contextfold.memory._totals import Totals
 from contextfold.messages import Message
-from contextfold.stores.base import StoredMessage
 from contextfold.strategies.base import (
     Strategy,
     StrategyResult,
     StrategyState,
     SummaryCall,
-    bounded_window,
-    checkpoint_applies,
     counts_tools,
-    dry_run,
 )
+from contextfold.strategies.run import dry_run
 from contextfold.summarizers.base import SummarizationResult
 from contextfold.tokens.base import TokenCounter
-from contextfold.turns import is_turn_start, prefix_length
-
-_PREFIX_PAGE = 16  # rows per read while loading the system prefix
-_FIRST_PAGE = 64  # rows of the first backwards read of a sliding window
 
 _LOCK_BUSY = (
     "another process holds the compaction lock for this conversation; built without compacting"
 )
-
-
-@dataclass
-class _History:
-    """What the strategy receives, with the store seq of each message."""
-
-    messages: list[Message]
-    seqs: list[int]
-    checkpoint: CheckpointRecord | None
-    unread: range  # stored seqs after the prefix that were not passed (dropped or covered)
 
 
 class _Restart(Exception):
@@ -86,18 +69,7 @@ class _LockState:
 class _Built:
     context: Context
     result: StrategyResult
-    history: _History
-
-
-def _check_rows(rows: Sequence[StoredMessage], after_seq: int, where: str) -> None:
-    """Sequence numbers must be gap-free; anything else is a damaged store."""
-    for k, row in enumerate(rows):
-        if not isinstance(row, StoredMessage) or row.seq != after_seq + 1 + k:
-            got = getattr(row, "seq", row)
-            raise StoreError(
-                f"{where}: expected sequence number {after_seq + 1 + k}, got {got!r}; "
-                "the store's log has a gap or returned rows out of order"
-            )
+    history: History
 
 
 def _seq_ranges(seqs: Sequence[int], spans: Sequence[tuple[int, int]]) -> list[range]:
@@ -124,7 +96,7 @@ def _merge(ranges: Sequence[range]) -> tuple[range, ...]:
     return tuple(out)
 
 
-class MemoryCore(Totals):
+class MemoryCore(HistoryReader, Totals):
     """The state and logic of a memory, with no I/O: every store access is a yielded op."""
 
     def __init__(
@@ -162,19 +134,6 @@ class MemoryCore(Totals):
         # This conversation's strategy state (failure streaks): the strategy holds none.
         self.state = StrategyState()
 
-    # -- cache helpers ------------------------------------------------------------------
-
-    @property
-    def seg_end(self) -> int:
-        return self.seg_start + len(self.seg) - 1
-
-    def _cached(self, seq: int) -> Message | None:
-        if 1 <= seq <= len(self.prefix):
-            return self.prefix[seq - 1]
-        if self.seg and self.seg_start <= seq <= self.seg_end:
-            return self.seg[seq - self.seg_start]
-        return None
-
     def note_appended(self, seqs: Sequence[int], messages: Sequence[Message]) -> None:
         """Cache messages this memory appended, when they extend what is cached.
 
@@ -198,103 +157,6 @@ class MemoryCore(Totals):
                 self.seg.append(m)
             elif self.prefix_done and not self.seg and seq == len(self.prefix) + 1:
                 self.seg, self.seg_start = [m], seq
-
-    def _read(self, after_seq: int, limit: int) -> CoreGen[list[Message]]:
-        rows: list[StoredMessage] = yield Read(after_seq, limit)
-        _check_rows(rows, after_seq, "reading the conversation")
-        if len(rows) != limit:
-            raise StoreError(
-                f"reading the conversation: asked for {limit} messages after seq {after_seq}, "
-                f"got {len(rows)}; the log is shorter than its last sequence number says"
-            )
-        return [r.message for r in rows]
-
-    def _load_prefix(self, last: int) -> CoreGen[None]:
-        while not self.prefix_done and len(self.prefix) < last:
-            after = len(self.prefix)
-            rows = yield from self._read(after, min(_PREFIX_PAGE, last - after))
-            n = prefix_length(rows)
-            self.prefix.extend(rows[:n])
-            if n < len(rows):
-                self.prefix_done = True
-                self.seg, self.seg_start = list(rows[n:]), after + n + 1
-
-    def _ensure(self, lo: int, hi: int) -> CoreGen[None]:
-        """Make the segment cover exactly ``lo..hi`` (reading only what is missing)."""
-        if hi < lo:
-            self.seg, self.seg_start = [], lo
-            return
-        if not self.seg or self.seg_end < lo - 1 or self.seg_start > hi + 1:
-            self.seg = yield from self._read(lo - 1, hi - lo + 1)
-            self.seg_start = lo
-            return
-        if self.seg_end < hi:
-            self.seg.extend((yield from self._read(self.seg_end, hi - self.seg_end)))
-        if self.seg_start > lo:
-            older = yield from self._read(lo - 1, self.seg_start - lo)
-            self.seg = older + self.seg
-            self.seg_start = lo
-        self.seg = self.seg[lo - self.seg_start : hi - self.seg_start + 1]
-        self.seg_start = lo
-
-    def _window_start(self, last: int, budget: int) -> CoreGen[int]:
-        """The seq a sliding window must read from to cover ``budget`` at a turn start."""
-        floor = len(self.prefix) + 1
-        if self.seg and last - self.seg_end > _FIRST_PAGE:
-            self.seg = []  # far behind: the newest page is all a window can need first
-        if self.seg and self.seg_start <= last:
-            yield from self._ensure(self.seg_start, last)
-        else:
-            yield from self._ensure(max(floor, last - _FIRST_PAGE + 1), last)
-        count = self.counter.count_message
-        acc = 0
-        seq = last
-        page = _FIRST_PAGE
-        while seq >= floor:
-            if seq < self.seg_start:
-                page *= 2
-                yield from self._ensure(max(floor, self.seg_start - page), last)
-            m = self.seg[seq - self.seg_start]
-            acc += count(m)
-            if acc > budget and is_turn_start(m):
-                return seq
-            seq -= 1
-        return floor
-
-    def _load_history(self, last: int, stored: CheckpointRecord | None) -> CoreGen[_History]:
-        """Read what the strategy needs, from the cache where possible."""
-        floor = len(self.prefix) + 1
-        ckpt = stored if self._applies(stored, last) else None
-        start = floor
-        if ckpt is not None and ckpt.last_covered_seq is not None:
-            start = max(floor, ckpt.last_covered_seq + 1)
-        else:
-            budget = self._window_budget()
-            if budget is not None and last >= floor:
-                start = yield from self._window_start(last, budget)
-        if last < floor:
-            self.seg, self.seg_start = [], floor
-        else:
-            yield from self._ensure(start, last)
-        n_prefix = min(len(self.prefix), last)
-        messages = self.prefix[:n_prefix] + self.seg
-        seqs = list(range(1, n_prefix + 1)) + list(range(self.seg_start, self.seg_end + 1))
-        unread = range(floor, start) if last >= floor else range(0)
-        return _History(messages, seqs, ckpt, unread)
-
-    def _applies(self, ckpt: CheckpointRecord | None, last: int) -> bool:
-        """Whether the stored checkpoint is one this strategy builds on."""
-        if ckpt is None or not ckpt.summary.strip():
-            return False
-        if ckpt.last_covered_seq is not None and ckpt.last_covered_seq > last:
-            return False
-        return checkpoint_applies(self.strategy, ckpt)
-
-    def _window_budget(self) -> int | None:
-        """The token budget when only a window of the newest messages can matter."""
-        if bounded_window(self.strategy):
-            return self.strategy.window_budget(self.counter)
-        return None
 
     # -- building -----------------------------------------------------------------------
 
@@ -388,7 +250,7 @@ class MemoryCore(Totals):
             self.reset()
 
     def _sealed(
-        self, record: CheckpointRecord, history: _History, stored: CheckpointRecord | None
+        self, record: CheckpointRecord, history: History, stored: CheckpointRecord | None
     ) -> CheckpointRecord | None:
         """The strategy's checkpoint with the store seq of what it covers."""
         seq: int | None = None
@@ -410,7 +272,7 @@ class MemoryCore(Totals):
     def _finish(
         self,
         last: int,
-        history: _History,
+        history: History,
         result: StrategyResult,
         memory_notes: list[str],
         *,

@@ -20,7 +20,8 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ContextfoldError, StoreError
 from contextfold.messages import Message
 from contextfold.stores.base import AsyncStore, Store
-from contextfold.strategies.base import SummaryCall, acall_summarizer, call_summarizer
+from contextfold.strategies.base import SummaryCall
+from contextfold.strategies.run import acall_summarizer, call_summarizer
 
 _T = TypeVar("_T")
 

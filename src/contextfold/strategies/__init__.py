@@ -18,20 +18,13 @@ says why in ``StrategyResult.fallback`` and ``failure_code``.
 from __future__ import annotations
 
 from contextfold.framing import SummaryPlacement
-from contextfold.strategies.base import (
-    Strategy,
-    StrategyResult,
-    StrategyState,
-    SummaryCall,
-    arun,
-    dry_run,
-    run,
-)
+from contextfold.strategies.base import Strategy, StrategyResult, StrategyState, SummaryCall
 from contextfold.strategies.checkpoint import Checkpoint
 from contextfold.strategies.compactor import SummaryCompactor
 from contextfold.strategies.hybrid import Hybrid
 from contextfold.strategies.pipeline import Pipeline
 from contextfold.strategies.prune import PruneToolOutputs
+from contextfold.strategies.run import arun, dry_run, run
 from contextfold.strategies.sliding import SlidingWindow
 from contextfold.strategies.summarization import Summarization
 

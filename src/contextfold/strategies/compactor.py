@@ -36,13 +36,8 @@ from contextfold.strategies._chars import CharFit, char_size, turn_starts
 from contextfold.strategies._common import LoopGuard, deadline_from, reported_prompt_hash
 from contextfold.strategies._config import FrozenConfig, check_option
 from contextfold.strategies._plan import PlanState, open_plan
-from contextfold.strategies.base import (
-    PlanGenerator,
-    StrategyResult,
-    StrategyState,
-    arun,
-    run,
-)
+from contextfold.strategies.base import PlanGenerator, StrategyResult, StrategyState
+from contextfold.strategies.run import arun, run
 from contextfold.summarizers.base import (
     AsyncSummarizer,
     CancelToken,

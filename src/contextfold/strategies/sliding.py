@@ -33,11 +33,18 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message
 from contextfold.strategies._assembly import window_result
 from contextfold.strategies._config import FrozenConfig, ToolBudget, check_option
-from contextfold.strategies._window import WindowFit, fit_window
+from contextfold.strategies._window import WindowFit, cut_points, fit_tail, fit_window
 from contextfold.strategies.base import PlanGenerator, StrategyResult, StrategyState
 from contextfold.tokens.base import TokenCounter
 
-__all__ = ["SlidingWindow", "WindowFit", "fit_window", "window_result"]
+__all__ = [
+    "SlidingWindow",
+    "WindowFit",
+    "cut_points",
+    "fit_tail",
+    "fit_window",
+    "window_result",
+]
 
 
 class SlidingWindow(ToolBudget, FrozenConfig):
@@ -56,7 +63,7 @@ class SlidingWindow(ToolBudget, FrozenConfig):
         ConfigError: an option is out of range or of the wrong type.
 
     Example:
-        >>> from contextfold.strategies.base import run
+        >>> from contextfold.strategies.run import run
         >>> ctx = run(SlidingWindow(8000), history)  # doctest: +SKIP
     """
 
