@@ -204,24 +204,7 @@ def repair(messages: Sequence[Message], *, mode: Literal["drop", "text"] = "drop
         mode: ``"drop"`` removes orphaned results and unanswered calls; ``"text"`` turns them
             into plain text parts so nothing the model said or saw is lost.
     """
-    # Pass 1, by occurrence (message index, part index): a call counts as answered only by
-    # a result that follows it before the next user turn; an id reused while its first call
-    # is still open is a duplicate and is not kept.
-    answered: set[tuple[int, int]] = set()
-    good_results: set[tuple[int, int]] = set()
-    open_calls: dict[str, tuple[int, int]] = {}
-    for i, m in enumerate(messages):
-        if open_calls and not m.tool_results and m.role in ("user", "system", "developer"):
-            open_calls.clear()
-        for j, part in enumerate(m.parts):
-            if isinstance(part, ToolResultPart):
-                at = open_calls.pop(part.call_id, None)
-                if at is not None:
-                    answered.add(at)
-                    good_results.add((i, j))
-        for j, part in enumerate(m.parts):
-            if isinstance(part, ToolCallPart) and part.id not in open_calls:
-                open_calls[part.id] = (i, j)
+    answered, good_results = _answered(messages)
     out: list[Message] = []
     open_out: set[str] = set()  # calls in ``out`` still waiting for their results
     for i, m in enumerate(messages):
@@ -263,3 +246,30 @@ def repair(messages: Sequence[Message], *, mode: Literal["drop", "text"] = "drop
         for c in new.tool_calls:
             open_out.add(c.id)
     return out
+
+
+def _answered(
+    messages: Sequence[Message],
+) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
+    """The calls that are answered and the results that answer one, by (message, part).
+
+    By occurrence: a call counts as answered only by a result that follows it before the
+    next user turn; an id reused while its first call is still open is a duplicate and is
+    not kept.
+    """
+    answered: set[tuple[int, int]] = set()
+    good_results: set[tuple[int, int]] = set()
+    open_calls: dict[str, tuple[int, int]] = {}
+    for i, m in enumerate(messages):
+        if open_calls and not m.tool_results and m.role in ("user", "system", "developer"):
+            open_calls.clear()
+        for j, part in enumerate(m.parts):
+            if isinstance(part, ToolResultPart):
+                at = open_calls.pop(part.call_id, None)
+                if at is not None:
+                    answered.add(at)
+                    good_results.add((i, j))
+        for j, part in enumerate(m.parts):
+            if isinstance(part, ToolCallPart) and part.id not in open_calls:
+                open_calls[part.id] = (i, j)
+    return answered, good_results

@@ -194,24 +194,10 @@ class MemoryCore(HistoryReader, Totals):
                 # A compaction skipped because another process holds the lock says nothing
                 # about whether summarizing works: the failure streak stays as it was.
                 self.state = result.state
-            new = result.checkpoint
-            if new is None:
-                break
-            if lock.taken is None:
-                yield from lock.take(self.lock_ttl)
-            if not lock.taken:
-                result = _without_new_checkpoint(result)
-                break
-            record = self._sealed(new, history, stored)
-            if record is None:
-                lock.notes.append(
-                    f"the new checkpoint covers {new.last_covered_id!r}, which "
-                    "the strategy was not given; it was not stored"
-                )
-                result = _without_new_checkpoint(result)
+            if result.checkpoint is None:
                 break
             try:
-                committed: CheckpointRecord = yield Commit(record, _cid(stored))
+                result = yield from self._commit(result, history, stored, lock)
             except ConflictError:
                 if retried:
                     raise
@@ -219,9 +205,36 @@ class MemoryCore(HistoryReader, Totals):
                 stored = yield Latest()
                 lock.notes.append("checkpoint commit conflicted; rebuilt on the newest one")
                 continue
-            result = _with_checkpoint(result, committed)
             break
         return self._finish(last, history, result, lock.notes, dry=dry)
+
+    def _commit(
+        self,
+        result: StrategyResult,
+        history: History,
+        stored: CheckpointRecord | None,
+        lock: _LockState,
+    ) -> CoreGen[StrategyResult]:
+        """Store the result's new checkpoint under the compaction lock (single-flight).
+
+        Raises:
+            ConflictError: another process stored a checkpoint since ``stored``.
+        """
+        new = result.checkpoint
+        assert new is not None
+        if lock.taken is None:
+            yield from lock.take(self.lock_ttl)
+        if not lock.taken:
+            return _without_new_checkpoint(result)
+        record = self._sealed(new, history, stored)
+        if record is None:
+            lock.notes.append(
+                f"the new checkpoint covers {new.last_covered_id!r}, which "
+                "the strategy was not given; it was not stored"
+            )
+            return _without_new_checkpoint(result)
+        committed: CheckpointRecord = yield Commit(record, _cid(stored))
+        return _with_checkpoint(result, committed)
 
     def _summarize(
         self, lock: _LockState, stored: CheckpointRecord | None, call: SummaryCall
