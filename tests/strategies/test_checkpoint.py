@@ -567,3 +567,27 @@ def test_budget_below_the_floor_raises_before_any_call() -> None:
             counter=counter,
         )
     assert fake.calls == 0
+
+
+def test_checkpoint_records_the_prompt_set_an_adapter_was_given() -> None:
+    """The provider adapters keep their prompts in their settings; the record says which."""
+    import dataclasses
+
+    from contextfold.summarizers import OpenAISummarizer, SummarizerSettings
+    from contextfold.summarizers.prompts import DEFAULT_PROMPTS, prompt_hash
+
+    custom = dataclasses.replace(DEFAULT_PROMPTS, checkpoint="List only the open questions.")
+    adapter = OpenAISummarizer(
+        object(), async_client=object(), model="m", settings=SummarizerSettings(prompts=custom)
+    )
+
+    def answer(request: SummaryRequest) -> str:
+        return "## Goal\nkeep going"
+
+    class Wrapped(FakeSummarizer):
+        settings = adapter.settings
+
+    history = agent_session(12)
+    result = run(Checkpoint(Wrapped(answer), max_tokens=BUDGET), history, counter=COUNTER)
+    assert result.checkpoint is not None
+    assert result.checkpoint.prompt_hash == prompt_hash(custom) != prompt_hash(DEFAULT_PROMPTS)

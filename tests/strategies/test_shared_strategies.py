@@ -26,6 +26,7 @@ from contextfold.strategies import (
     PruneToolOutputs,
     SlidingWindow,
     Strategy,
+    StrategyState,
     Summarization,
     SummaryCompactor,
 )
@@ -247,3 +248,14 @@ def test_a_strategy_cannot_be_changed_in_place() -> None:
         strategy.max_tokens = 10  # type: ignore[misc]
     with pytest.raises(AttributeError, match="immutable"):
         SlidingWindow(100).max_tokens = 5  # type: ignore[misc]
+
+
+def test_strategy_state_round_trips_through_json() -> None:
+    state = StrategyState(
+        failed_compactions=2, stages=(StrategyState(), StrategyState(failed_compactions=1))
+    )
+    data = json.loads(json.dumps(state.to_dict()))
+    assert StrategyState.from_dict(data) == state
+    assert StrategyState().to_dict() == {}
+    # Damaged data gives a fresh state rather than an error in the middle of a build.
+    assert StrategyState.from_dict({"failed_compactions": "3", "stages": "x"}) == StrategyState()

@@ -312,7 +312,7 @@ class MemoryCore(HistoryReader, Totals):
             context_message_count=len(result.messages),
             is_summarized=summarized,
             summarizer_tokens=record.summarizer,
-            fallback=result.fallback is not None or fallback_reason is not None,
+            fallback=fallback_reason is not None,
             fallback_reason=fallback_reason,
             strategy=result.strategy,
             checkpoint_id=used.id if used is not None else None,
@@ -396,8 +396,6 @@ def _cid(ckpt: CheckpointRecord | None) -> str | None:
 
 
 def _replace_result(result: StrategyResult, **changes: Any) -> StrategyResult:
-    from dataclasses import replace
-
     return replace(result, **changes)
 
 

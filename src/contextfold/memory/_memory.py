@@ -206,7 +206,7 @@ class ConversationMemory:
         """The strategy that builds each context.
 
         When the memory's ``tools`` were handed to a strategy that had none, this is the
-        shallow copy carrying them (it shares the original's summarizer and loop guard).
+        copy carrying them (strategies are immutable, so it shares only configuration).
         """
         return self._core.strategy
 

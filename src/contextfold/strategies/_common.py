@@ -310,11 +310,17 @@ def reported_prompt_hash(details: Mapping[str, Any]) -> str | None:
 
 
 def summarizer_fingerprint(summarizer: object) -> str:
-    """What produced the text: the summarizer's own fingerprint, else its prompt set's hash."""
-    from contextfold.prompts import PromptSet, prompt_hash
+    """What produced the text: the summarizer's own fingerprint, else its prompt set's hash.
+
+    The prompt set is the summarizer's own (``prompts``) or its settings' (the provider
+    adapters keep it in ``settings.prompts``); the default set's hash otherwise.
+    """
+    from contextfold.summarizers.prompts import PromptSet, prompt_hash
 
     own = getattr(summarizer, "prompt_hash", None)
     if isinstance(own, str):
         return own
     prompts = getattr(summarizer, "prompts", None)
+    if not isinstance(prompts, PromptSet):
+        prompts = getattr(getattr(summarizer, "settings", None), "prompts", None)
     return prompt_hash(prompts if isinstance(prompts, PromptSet) else None)

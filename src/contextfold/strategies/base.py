@@ -1,4 +1,4 @@
-"""The strategy contract and the two drivers that run every strategy.
+"""The strategy contract: the protocol, its result, its per-conversation state, its abilities.
 
 Strategies are sans-I/O planners. ``plan()`` is a generator: when it needs a summary it
 yields a :class:`SummaryCall` and receives the :class:`SummarizationResult`; when done it

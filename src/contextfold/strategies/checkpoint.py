@@ -2,7 +2,7 @@
 
 When the history is over budget, everything between the system prefix and a recent tail
 (about ``keep_recent_tokens``, cut where no tool pair is split) becomes one structured
-checkpoint: the sections of :data:`contextfold.prompts.CHECKPOINT_SECTIONS`, framed as
+checkpoint: the sections of :data:`contextfold.summarizers.prompts.CHECKPOINT_SECTIONS`, framed as
 established background inside ``<compacted-summary>`` tags and placed right after the prefix.
 
 * **Reuse before work.** A prior :class:`~contextfold.checkpoints.CheckpointRecord` handed to
@@ -16,10 +16,11 @@ established background inside ``<compacted-summary>`` tags and placed right afte
 * **Two request modes.** ``isolated`` sends a serialized transcript with our own prompt;
   ``cache_aligned`` fills ``request.system``/``prefix``/``tools`` so the summarizer can replay
   the conversation's own request and append the instruction last (see
-  :func:`contextfold.prompts.build_cache_aligned_messages`), reusing the provider's cache for
-  the system prompt and tool schemas, usually the bulk of an agent's prefix. A prior
-  checkpoint is replayed as a message of its own in ``request.prefix`` (and passed as
-  ``previous_summary``), so the span to condense stays exactly the conversation's messages.
+  :func:`contextfold.summarizers.prompts.build_cache_aligned_messages`), reusing the
+  provider's cache for the system prompt and tool schemas, usually the bulk of an agent's
+  prefix. A prior checkpoint is replayed as a message of its own in ``request.prefix`` (and
+  passed as ``previous_summary``), so the span to condense stays exactly the conversation's
+  messages.
 * **Files.** Paths read and modified by tool calls are accumulated across checkpoints in
   ``CheckpointRecord.details`` (``files_read``, ``files_modified``) and listed after the
   summary when the summary does not mention them.

@@ -33,14 +33,13 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message
 from contextfold.strategies._assembly import window_result
 from contextfold.strategies._config import FrozenConfig, ToolBudget, check_option
-from contextfold.strategies._window import WindowFit, cut_points, fit_tail, fit_window
+from contextfold.strategies._window import WindowFit, fit_tail, fit_window
 from contextfold.strategies.base import PlanGenerator, StrategyResult, StrategyState
 from contextfold.tokens.base import TokenCounter
 
 __all__ = [
     "SlidingWindow",
     "WindowFit",
-    "cut_points",
     "fit_tail",
     "fit_window",
     "window_result",

@@ -18,7 +18,7 @@ so it is written for speed:
 * every run's 1-3 word keys go into one list, so counting them and finding each key's
   first occurrence happen in C, and a key is weighed once, at its first occurrence.
 
-``tests/test_extractive.py`` checks the result against a plain word-by-word reading. The
+``tests/summarizers/test_extractive.py`` checks the result against a plain word-by-word reading. The
 output is deterministic.
 """
 
