@@ -115,12 +115,18 @@ def check_checkpoint_commit(
         )
 
 
-_URL_PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
+# The password runs to the last ``@`` of the URL, not the first ``/``: users paste passwords
+# with ``/`` (or ``@``) in them unescaped, and a leaked password is worse than a redacted host.
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)\S*@")
 _CONNINFO_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
 
 
 def redact_url(url: str) -> str:
-    """The URL or libpq conninfo with any password replaced, for error messages."""
+    """The URL or libpq conninfo with any password replaced, for error messages.
+
+    Works for every scheme (``postgresql://``, ``redis://``, ``rediss://``, ``unix://`` ...):
+    whatever sits between the user name's ``:`` and the last ``@`` is replaced.
+    """
     return _CONNINFO_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", url))
 
 

@@ -130,6 +130,16 @@ class RedisStore(LockingOpStore):
                 raise StoreConfigError(
                     f"not a Redis URL: {redact_url(target)!r}", argument="target"
                 )
+            try:
+                redis.connection.parse_url(target)
+            except ValueError:
+                # redis-py's message quotes the piece it could not parse, which may be a
+                # password: name the redacted URL only.
+                raise StoreConfigError(
+                    f"cannot parse Redis URL {redact_url(target)!r} (percent-encode any "
+                    "'/', '@' or ':' in the password)",
+                    argument="target",
+                ) from None
             self._url = target
             self._where = f"Redis {redact_url(target)!r}"
         elif isinstance(target, redis.Redis):

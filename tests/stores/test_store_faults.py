@@ -1,0 +1,62 @@
+"""Store faults from the reliability issue: each test names the behaviour it pins down."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextfold.errors import ConfigError, StoreError
+from contextfold.messages import Message
+from contextfold.stores import open_store
+from contextfold.stores._checks import redact_url
+
+SECRET = "S3kr1t"
+
+
+# -- URL redaction ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://app:{SECRET}/x@host/db",
+        f"postgres://app:{SECRET}/x/y@host:5432/db?sslmode=require",
+        f"redis://:{SECRET}/x@host:6379/0",
+        f"rediss://user:{SECRET}@x/y@host/0",
+        f"unix://:{SECRET}/x@/tmp/redis.sock",
+        f"ftp://user:{SECRET}:x/y@host/",
+    ],
+)
+def test_redact_url_hides_passwords_containing_slashes_for_every_scheme(url: str) -> None:
+    redacted = redact_url(url)
+    assert SECRET not in redacted
+    assert "***@" in redacted
+
+
+def test_redact_url_leaves_urls_without_password_alone() -> None:
+    assert redact_url("redis://host:6379/0") == "redis://host:6379/0"
+    assert redact_url("postgresql://app@host/db") == "postgresql://app@host/db"
+
+
+def test_unknown_scheme_error_hides_a_password_with_a_slash() -> None:
+    with pytest.raises(ConfigError) as info:
+        open_store(f"ftp://user:{SECRET}/x@host/")
+    assert SECRET not in str(info.value)
+
+
+def test_redis_url_with_unencoded_slash_in_password_is_refused_without_leaking_it() -> None:
+    pytest.importorskip("redis")
+    with pytest.raises(ConfigError) as info:
+        open_store(f"redis://:{SECRET}/x@127.0.0.1:1/0")
+    assert info.value.argument == "target"
+    assert SECRET not in str(info.value)
+
+
+def test_postgres_connect_error_hides_a_password_with_a_slash() -> None:
+    pytest.importorskip("psycopg")
+    store = open_store(f"postgresql://app:{SECRET}/x@127.0.0.1:1/db", connect_timeout=1)
+    try:
+        with pytest.raises(StoreError) as info:
+            store.append("c", [Message.user("hi")])
+        assert SECRET not in str(info.value)
+    finally:
+        store.close()
