@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
+from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConfigError, StoreError
 from contextfold.messages import Message
 from contextfold.stores import open_store
@@ -60,3 +64,56 @@ def test_postgres_connect_error_hides_a_password_with_a_slash() -> None:
         assert SECRET not in str(info.value)
     finally:
         store.close()
+
+
+# -- use after close ---------------------------------------------------------------------
+
+
+def _checkpoint() -> CheckpointRecord:
+    return CheckpointRecord(
+        summary="s", last_covered_id="m1", last_covered_seq=1, previous_id=None, strategy="x"
+    )
+
+
+SYNC_CALLS: dict[str, Callable[[Any], object]] = {
+    "append": lambda s: s.append("c", [Message.user("late")]),
+    "read": lambda s: s.read("c"),
+    "last_seq": lambda s: s.last_seq("c"),
+    "list_conversations": lambda s: s.list_conversations(),
+    "delete": lambda s: s.delete("c"),
+    "append_checkpoint": lambda s: s.append_checkpoint("c", _checkpoint(), expected_previous=None),
+    "latest_checkpoint": lambda s: s.latest_checkpoint("c"),
+    "checkpoints": lambda s: s.checkpoints("c"),
+    "compaction_lock": lambda s: s.compaction_lock("c").__enter__(),
+}
+
+
+@pytest.mark.parametrize("call", sorted(SYNC_CALLS))
+def test_every_store_refuses_use_after_close(backend: Any, call: str) -> None:
+    store = backend.open()
+    store.append("c", [Message.user("first")])
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        SYNC_CALLS[call](store)
+
+
+async def test_every_store_refuses_async_use_after_aclose(backend: Any) -> None:
+    store = backend.open()
+    await store.aappend("c", [Message.user("first")])
+    await store.aclose()
+    with pytest.raises(StoreError, match="closed"):
+        await store.aappend("c", [Message.user("late")])
+    with pytest.raises(StoreError, match="closed"):
+        await store.aread("c")
+    with pytest.raises(StoreError, match="closed"):
+        await store.alast_seq("c")
+    with pytest.raises(StoreError, match="closed"):
+        async with store.acompaction_lock("c"):
+            pass
+
+
+def test_memory_url_store_refuses_appends_after_close() -> None:
+    store = open_store("memory://")
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.append("c", [Message.user("late")])

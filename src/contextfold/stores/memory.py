@@ -42,6 +42,12 @@ class InMemoryStore:
         self._lock = threading.Lock()
         self._conversations: dict[str, _Conversation] = {}
         self._locks: dict[str, tuple[str, float]] = {}
+        self._closed = False
+
+    def _check_open(self) -> None:
+        """Refuse use after :meth:`close`, as the persistent stores do (call under the lock)."""
+        if self._closed:
+            raise StoreError("InMemoryStore is closed")
 
     def append(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
         """Append atomically; return the sequence numbers given, in order."""
@@ -60,6 +66,7 @@ class InMemoryStore:
         if not batch:
             return []
         with self._lock:
+            self._check_open()
             log = self._conversations.setdefault(cid, _Conversation()).messages
             first = len(log) + 1
             log.extend(batch)
@@ -72,6 +79,7 @@ class InMemoryStore:
         cid = check_conversation_id(conversation_id)
         check_read_args(after_seq, limit)
         with self._lock:
+            self._check_open()
             conv = self._conversations.get(cid)
             if conv is None:
                 return []
@@ -83,6 +91,7 @@ class InMemoryStore:
         """The newest sequence number, 0 for an empty or unknown conversation."""
         cid = check_conversation_id(conversation_id)
         with self._lock:
+            self._check_open()
             conv = self._conversations.get(cid)
             return 0 if conv is None else len(conv.messages)
 
@@ -100,6 +109,7 @@ class InMemoryStore:
         # pass on the persistent stores too.
         encode_checkpoint(checkpoint)
         with self._lock:
+            self._check_open()
             conv = self._conversations.get(cid)
             check_checkpoint_commit(
                 cid,
@@ -116,6 +126,7 @@ class InMemoryStore:
         """The newest committed checkpoint, if any."""
         cid = check_conversation_id(conversation_id)
         with self._lock:
+            self._check_open()
             conv = self._conversations.get(cid)
             return conv.checkpoints[-1] if conv and conv.checkpoints else None
 
@@ -123,6 +134,7 @@ class InMemoryStore:
         """Every committed checkpoint, oldest first."""
         cid = check_conversation_id(conversation_id)
         with self._lock:
+            self._check_open()
             conv = self._conversations.get(cid)
             return list(conv.checkpoints) if conv else []
 
@@ -134,6 +146,7 @@ class InMemoryStore:
         token = uuid.uuid4().hex
         now = time.monotonic()
         with self._lock:
+            self._check_open()
             held = self._locks.get(cid)
             taken = held is None or held[1] <= now
             if taken:
@@ -149,17 +162,21 @@ class InMemoryStore:
     def list_conversations(self) -> list[str]:
         """Ids of the stored conversations, sorted."""
         with self._lock:
+            self._check_open()
             return sorted(cid for cid, conv in self._conversations.items() if conv.messages)
 
     def delete(self, conversation_id: str, /) -> None:
         """Remove a conversation with its checkpoints."""
         cid = check_conversation_id(conversation_id)
         with self._lock:
+            self._check_open()
             self._conversations.pop(cid, None)
             self._locks.pop(cid, None)
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Refuse every later call (nothing to release); closing twice is harmless."""
+        with self._lock:
+            self._closed = True
 
     # -- async twins: nothing here blocks, so they call the sync methods directly -------
 
@@ -218,7 +235,8 @@ class InMemoryStore:
         self.delete(conversation_id)
 
     async def aclose(self) -> None:
-        """Nothing to release."""
+        """Async :meth:`close`."""
+        self.close()
 
     def __repr__(self) -> str:
         return f"InMemoryStore({len(self._conversations)} conversations)"
