@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,7 +13,7 @@ import pytest
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConfigError, StoreError
 from contextfold.messages import Message
-from contextfold.stores import open_store
+from contextfold.stores import SQLiteStore, open_store
 from contextfold.stores._checks import redact_url
 
 SECRET = "S3kr1t"
@@ -117,3 +120,65 @@ def test_memory_url_store_refuses_appends_after_close() -> None:
     store.close()
     with pytest.raises(StoreError, match="closed"):
         store.append("c", [Message.user("late")])
+
+
+# -- SQLite file deleted or replaced under an open store ---------------------------------
+
+
+def _remove_database(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def test_sqlite_append_after_the_file_was_deleted_raises(tmp_path: Path) -> None:
+    path = tmp_path / "chats.db"
+    store = SQLiteStore(path)
+    store.append("c", [Message.user("kept")])
+    _remove_database(path)
+    try:
+        for _ in range(3):
+            with pytest.raises(StoreError, match="deleted"):
+                store.append("c", [Message.user("lost")])
+    finally:
+        store.close()
+
+
+def test_sqlite_append_after_the_file_was_replaced_raises(tmp_path: Path) -> None:
+    path = tmp_path / "chats.db"
+    store = SQLiteStore(path)
+    store.append("c", [Message.user("kept")])
+    other = SQLiteStore(tmp_path / "other.db")
+    other.close()
+    os.replace(tmp_path / "other.db", path)
+    try:
+        with pytest.raises(StoreError, match="replaced"):
+            store.append("c", [Message.user("lost")])
+        with pytest.raises(StoreError, match="replaced"):
+            store.append_checkpoint("c", _checkpoint(), expected_previous=None)
+    finally:
+        store.close()
+
+
+async def test_sqlite_async_append_after_the_file_was_deleted_raises(tmp_path: Path) -> None:
+    path = tmp_path / "chats.db"
+    store = SQLiteStore(path)
+    await store.aappend("c", [Message.user("kept")])
+    _remove_database(path)
+    try:
+        for _ in range(3):  # the inline path and the thread path alike
+            with pytest.raises(StoreError, match="deleted"):
+                await store.aappend("c", [Message.user("lost")])
+    finally:
+        await store.aclose()
+
+
+def test_sqlite_store_on_a_given_connection_checks_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "chats.db"
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    store = SQLiteStore(conn)
+    store.append("c", [Message.user("kept")])
+    _remove_database(path)
+    with pytest.raises(StoreError, match="deleted"):
+        store.append("c", [Message.user("lost")])
+    store.close()
+    conn.close()

@@ -76,6 +76,18 @@ def parse_sqlite_url(url: str) -> str:
     return url[len(prefix) :]
 
 
+def _file_identity(conn: sqlite3.Connection) -> tuple[str | None, tuple[int, int] | None]:
+    """The main database's file path and its ``(device, inode)``; ``None`` without a file."""
+    for _, name, file in conn.execute("PRAGMA database_list").fetchall():
+        if name == "main" and file:
+            try:
+                st = os.stat(file)
+            except OSError:
+                return None, None
+            return str(file), (st.st_dev, st.st_ino)
+    return None, None
+
+
 class SQLiteStore(SQLOpStore, LockingOpStore):
     """The append-only log in one SQLite database file (sync and async).
 
@@ -113,22 +125,11 @@ class SQLiteStore(SQLOpStore, LockingOpStore):
         self._dialect = sqlite_dialect()
         self._lock = threading.RLock()
         self._owned = not isinstance(target, sqlite3.Connection)
-        in_memory = False
-        if isinstance(target, sqlite3.Connection):
-            self._where = "the given sqlite3 connection"
-            conn = target
-        else:
-            raw = os.fspath(target)
-            path = parse_sqlite_url(raw) if raw.startswith("sqlite:") else raw
-            self._where = f"SQLite database {path!r}"
-            in_memory = path == ":memory:" or path.startswith("file::memory:")
-            try:
-                conn = sqlite3.connect(
-                    path, timeout=timeout, isolation_level=None, check_same_thread=False
-                )
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot open {self._where}: {exc}") from exc
+        conn, path = self._connect(target, timeout)
+        in_memory = path == ":memory:" or path.startswith("file::memory:")
         self._conn: sqlite3.Connection | None = conn
+        self._file: str | None = None
+        self._identity: tuple[int, int] | None = None
         self._inline: sqlite3.Connection | None = None
         self._inline_lock = threading.Lock()
         self._inline_calls = 0
@@ -139,6 +140,7 @@ class SQLiteStore(SQLOpStore, LockingOpStore):
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
                 wal = bool(mode) and str(mode[0]).lower() == "wal"
             conn.execute(f"PRAGMA synchronous = {synchronous}")
+            self._file, self._identity = _file_identity(conn)
             if not self._run(op_schema_current(self._dialect), "open"):
                 self._run(op_migrate(self._dialect), "migrate", write=True)
             if wal and synchronous in ("NORMAL", "OFF"):
@@ -159,6 +161,24 @@ class SQLiteStore(SQLOpStore, LockingOpStore):
             raise
 
     # -- plumbing ------------------------------------------------------------------------
+
+    def _connect(
+        self, target: str | os.PathLike[str] | sqlite3.Connection, timeout: float
+    ) -> tuple[sqlite3.Connection, str]:
+        """The connection and the path it was opened on (``""`` for a given connection)."""
+        if isinstance(target, sqlite3.Connection):
+            self._where = "the given sqlite3 connection"
+            return target, ""
+        raw = os.fspath(target)
+        path = parse_sqlite_url(raw) if raw.startswith("sqlite:") else raw
+        self._where = f"SQLite database {path!r}"
+        try:
+            conn = sqlite3.connect(
+                path, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {self._where}: {exc}") from exc
+        return conn, path
 
     @staticmethod
     def _open_inline(path: str, synchronous: str) -> sqlite3.Connection:
@@ -211,6 +231,7 @@ class SQLiteStore(SQLOpStore, LockingOpStore):
                 except sqlite3.Error:
                     return None  # another writer holds the lock: wait for it in a thread
                 try:
+                    self._check_file()
                     result = run_sync(cur, op_append(self._dialect, cid, payloads))
                     cur.execute("COMMIT")
                 except BaseException as exc:
@@ -223,6 +244,28 @@ class SQLiteStore(SQLOpStore, LockingOpStore):
                 cur.close()
         finally:
             self._inline_lock.release()
+
+    def _check_file(self) -> None:
+        """Raise if the database file was deleted or replaced since the store opened it.
+
+        An open connection keeps writing to the file it opened, even once that file is
+        unlinked or renamed over, so every later append would be lost without an error.
+        Called inside each write transaction: one ``stat`` call, far cheaper than the commit.
+        """
+        if self._file is None:
+            return
+        try:
+            st = os.stat(self._file)
+        except OSError:
+            found = None
+        else:
+            found = (st.st_dev, st.st_ino)
+        if found != self._identity:
+            gone = "deleted" if found is None else "replaced by another file"
+            raise StoreError(
+                f"{self._where} was {gone} since the store opened it; writes would be lost, "
+                "so nothing was stored: open the store again"
+            )
 
     def _run(self, op: Flow[T], what: str, cid: str = "", *, write: bool = False) -> T:
         with self._lock:
@@ -244,6 +287,7 @@ class SQLiteStore(SQLOpStore, LockingOpStore):
                     # on a connection in autocommit mode (Python 3.12+).
                     cur.execute("BEGIN IMMEDIATE")
                     try:
+                        self._check_file()
                         result = run_sync(cur, op)
                     except BaseException:
                         if conn.in_transaction:
