@@ -182,3 +182,49 @@ def test_sqlite_store_on_a_given_connection_checks_its_file(tmp_path: Path) -> N
         store.append("c", [Message.user("lost")])
     store.close()
     conn.close()
+
+
+# -- existing tables with our names and another layout -----------------------------------
+
+
+def test_sqlite_refuses_a_foreign_table_with_our_name_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "chats.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE contextfold_messages (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.close()
+    with pytest.raises(StoreError, match=r"contextfold_messages .*lacks the column\(s\) key, data"):
+        SQLiteStore(path)
+    # Nothing was recorded as migrated: the refusal is the same the next time.
+    with sqlite3.connect(path) as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    assert "contextfold_schema" not in tables
+
+
+def test_sqlite_refuses_a_migrated_file_whose_table_was_changed(tmp_path: Path) -> None:
+    path = tmp_path / "chats.db"
+    SQLiteStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE contextfold_checkpoints")
+        conn.execute("CREATE TABLE contextfold_checkpoints (conversation_id TEXT, blob TEXT)")
+    conn.close()
+    with pytest.raises(StoreError, match=r"contextfold_checkpoints .*lacks .*n, id, data"):
+        SQLiteStore(path)
+
+
+def test_postgres_refuses_a_foreign_table_with_our_name_on_first_use(
+    postgres_backend: Any,
+) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    schema = postgres_backend.options["schema"]
+    with psycopg.connect(postgres_backend.url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".contextfold_messages (id TEXT, body TEXT)')
+    store = postgres_backend.open()
+    with pytest.raises(StoreError, match=r"contextfold_messages .*lacks .*conversation_id, seq"):
+        store.last_seq("c")
+    with psycopg.connect(postgres_backend.url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}".contextfold_schema',)
+        ).fetchone()
+    assert row == (False,)

@@ -128,11 +128,21 @@ def _sqlite_checkpoint_and_lock_sql() -> dict[str, Any]:
     }
 
 
+_SQLITE_LAYOUT = (
+    ("contextfold_conversations", ("num", "id", "last_seq")),
+    ("contextfold_messages", ("key", "data")),
+    ("contextfold_checkpoints", ("conversation_id", "n", "id", "data")),
+    ("contextfold_locks", ("conversation_id", "token", "expires_at")),
+)
+
+
 def sqlite_dialect() -> Dialect:
     """SQLite (3.24+)."""
     return Dialect(
         name="sqlite",
         migrations=_sqlite_migrations(),
+        layout=_SQLITE_LAYOUT,
+        select_columns="SELECT lower(name) FROM pragma_table_info(?)",
         **_sqlite_log_sql(),
         **_sqlite_checkpoint_and_lock_sql(),
     )
@@ -207,6 +217,16 @@ def postgres_dialect(schema: str) -> Dialect:
     return Dialect(
         name="postgres",
         migrations=_postgres_migrations(conv, msgs, ckpts),
+        layout=(
+            ("contextfold_conversations", ("id", "last_seq")),
+            ("contextfold_messages", ("conversation_id", "seq", "data")),
+            ("contextfold_checkpoints", ("conversation_id", "n", "id", "data")),
+        ),
+        select_columns=(
+            "SELECT lower(column_name) FROM information_schema.columns"
+            f" WHERE table_schema = '{s}' AND table_name = %s"
+        ),
+        layout_scope=f' in schema "{s}"',
         schema_table_exists=f"SELECT to_regclass('\"{s}\".contextfold_schema') IS NOT NULL",
         create_schema_table=(
             f'CREATE SCHEMA IF NOT EXISTS "{s}"',

@@ -99,6 +99,12 @@ class Dialect:
     select_lock: str = ""
     upsert_lock: str = ""
     release_lock: str = ""
+    #: Each table of ours with the columns this version reads and writes.
+    layout: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: The column names of the table named by the one parameter.
+    select_columns: str = ""
+    #: Where the tables live, for errors (`` in schema "app"``).
+    layout_scope: str = ""
 
 
 # -- operations --------------------------------------------------------------------------
@@ -110,7 +116,10 @@ def op_schema_current(d: Dialect) -> Op[bool]:
     if not rows or not rows[0][0]:
         return False
     applied = yield Query(d.select_schema)
-    return not _missing(d, applied)
+    if _missing(d, applied):
+        return False
+    yield from op_check_layout(d)
+    return True
 
 
 def op_migrate(d: Dialect) -> Op[list[str]]:
@@ -126,7 +135,32 @@ def op_migrate(d: Dialect) -> Op[list[str]]:
             yield Query(statement)
         yield Query(d.insert_schema, (migration.version, migration.name))
         names.append(migration.name)
+    # CREATE TABLE IF NOT EXISTS adopts a table of the same name whatever its columns.
+    yield from op_check_layout(d)
     return names
+
+
+def op_check_layout(d: Dialect) -> Op[None]:
+    """Refuse tables of ours that lack a column this version uses.
+
+    A table with one of our names created by something else would otherwise be adopted
+    and marked as migrated, and fail only at the first append (or be read wrongly).
+    """
+    for table, columns in d.layout:
+        rows = yield Query(d.select_columns, (table,))
+        found = {str(row[0]).lower() for row in rows}
+        if not found:
+            raise StoreError(
+                f"the {d.name} store's table {table}{d.layout_scope} is missing although its "
+                "schema is recorded as migrated: refusing to use it"
+            )
+        missing = [c for c in columns if c not in found]
+        if missing:
+            raise StoreError(
+                f"the {d.name} store's table {table}{d.layout_scope} has another layout: it "
+                f"lacks the column(s) {', '.join(missing)} (has {', '.join(sorted(found))}); "
+                "was it created by another application? Refusing to use it"
+            )
 
 
 def _missing(d: Dialect, applied: Rows) -> list[Migration]:
