@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from collections.abc import Callable
@@ -228,3 +229,28 @@ def test_postgres_refuses_a_foreign_table_with_our_name_on_first_use(
             "SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}".contextfold_schema',)
         ).fetchone()
     assert row == (False,)
+
+
+# -- an async store used from a second event loop ----------------------------------------
+
+
+@pytest.mark.parametrize("name", ["redis", "postgres"])
+def test_async_store_used_from_another_event_loop_raises_store_error(
+    name: str, request: pytest.FixtureRequest
+) -> None:
+    backend = request.getfixturevalue(f"{name}_backend")
+    store = backend.open()
+    first = asyncio.new_event_loop()
+    second = asyncio.new_event_loop()
+    try:
+        assert first.run_until_complete(store.aappend("c", [Message.user("a")])) == [1]
+        with pytest.raises(StoreError, match="belongs to the event loop that first used it"):
+            second.run_until_complete(store.aappend("c", [Message.user("b")]))
+        with pytest.raises(StoreError, match="event loop"):
+            second.run_until_complete(store.aread("c"))
+        # The loop that first used the store keeps working.
+        assert first.run_until_complete(store.alast_seq("c")) == 1
+    finally:
+        second.close()
+        first.run_until_complete(store.aclose())
+        first.close()

@@ -7,7 +7,9 @@ own write transaction (or Lua script), so it is stated once here.
 
 from __future__ import annotations
 
+import asyncio
 import re
+import weakref
 from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
@@ -22,6 +24,7 @@ __all__ = [
     "check_read_args",
     "check_ttl",
     "redact_url",
+    "same_event_loop",
 ]
 
 _MAX_SEQ = 2**62
@@ -135,3 +138,29 @@ def as_text(value: Any) -> str:
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode()
     return str(value)
+
+
+LoopRef = weakref.ref[asyncio.AbstractEventLoop]
+
+
+def same_event_loop(bound: LoopRef | None, where: str) -> LoopRef:
+    """A reference to the running loop, after checking it is the one ``bound`` names.
+
+    An asyncio client or pool holds connections, locks and futures of the loop that first
+    used it; from another loop the driver fails with a bare ``RuntimeError`` (or hangs), so
+    the async stores call this first and name the rule instead. The reference is weak so a
+    finished loop is not kept alive.
+
+    Raises:
+        StoreError: ``bound`` names another event loop (or one that is gone).
+    """
+    loop = asyncio.get_running_loop()
+    if bound is None:
+        return weakref.ref(loop)
+    if bound() is not loop:
+        raise StoreError(
+            f"{where}: an async store belongs to the event loop that first used it, and this "
+            "is another one; create one store per event loop (for example inside the "
+            "coroutine that asyncio.run runs)"
+        )
+    return bound

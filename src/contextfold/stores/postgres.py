@@ -37,7 +37,14 @@ from typing import Any, TypeVar
 
 from contextfold.errors import MissingExtraError, StoreError
 from contextfold.stores._backend import Flow
-from contextfold.stores._checks import check_conversation_id, check_positive, check_ttl, redact_url
+from contextfold.stores._checks import (
+    LoopRef,
+    check_conversation_id,
+    check_positive,
+    check_ttl,
+    redact_url,
+    same_event_loop,
+)
 from contextfold.stores._dialects import postgres_dialect
 from contextfold.stores._pg_connections import OneAsyncConnection, OneConnection, conninfo_of
 from contextfold.stores._sql import (
@@ -82,7 +89,8 @@ class PostgresStore(SQLOpStore):
         max_size: the most connections each pool opens.
         connect_timeout: seconds to wait for the server before raising :class:`StoreError`.
 
-    The async pool belongs to the event loop that first used it: use one store per loop.
+    The async pool belongs to the event loop that first used it: use one store per loop
+    (an async call from another loop raises :class:`StoreError`).
     """
 
     def __init__(
@@ -123,6 +131,7 @@ class PostgresStore(SQLOpStore):
         self._sync_ready = False
         self._async_ready = False
         self._async_init: asyncio.Lock | None = None
+        self._aloop: LoopRef | None = None
         self._closed = False
 
     # -- connections ---------------------------------------------------------------------
@@ -205,6 +214,7 @@ class PostgresStore(SQLOpStore):
 
     async def _ensure_async(self) -> Any:
         self._check_open()
+        self._aloop = same_event_loop(self._aloop, self._where)
         if self._async_ready:
             return self._apool
         if self._async_init is None:

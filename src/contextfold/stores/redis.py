@@ -33,7 +33,14 @@ from contextfold._drive import adrive, drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConflictError, MissingExtraError, StoreError
 from contextfold.stores._backend import LockingOpStore
-from contextfold.stores._checks import as_text, check_checkpoint_commit, check_positive, redact_url
+from contextfold.stores._checks import (
+    LoopRef,
+    as_text,
+    check_checkpoint_commit,
+    check_positive,
+    redact_url,
+    same_event_loop,
+)
 from contextfold.stores._codec import decode_checkpoint, decode_rows
 from contextfold.stores.base import StoreConfigError, StoredMessage
 
@@ -106,7 +113,8 @@ class RedisStore(LockingOpStore):
         key_prefix: prefix of every key, so several applications can share a database.
         connect_timeout: seconds to wait for the server before raising :class:`StoreError`.
 
-    The asyncio client belongs to the event loop that first used it: use one store per loop.
+    The asyncio client belongs to the event loop that first used it: use one store per loop
+    (an async call from another loop raises :class:`StoreError`).
     """
 
     def __init__(
@@ -156,6 +164,7 @@ class RedisStore(LockingOpStore):
         self._init_lock = threading.Lock()
         self._sync_ready = False
         self._async_ready = False
+        self._aloop: LoopRef | None = None
         self._closed = False
 
     # -- keys ----------------------------------------------------------------------------
@@ -284,6 +293,7 @@ class RedisStore(LockingOpStore):
     async def _async_client(self) -> Any:
         if self._closed:
             raise StoreError(f"{self._where} store is closed")
+        self._aloop = same_event_loop(self._aloop, self._where)
         if self._aclient is None:
             if self._url is None:
                 raise StoreError(
