@@ -177,7 +177,7 @@ class FunctionSummarizer:
             if inspect.isawaitable(value):
                 if in_running_loop():
                     return refuse_in_loop(value, "summary function", self.model)
-                value = asyncio.run(_await_guarded(value, request))
+                value = asyncio.run(guarded(value, request))
         except Exception as exc:
             return self._raised(exc)
         return self._finish(value, request)
@@ -199,7 +199,3 @@ class FunctionSummarizer:
         except Exception as exc:
             return self._raised(exc)
         return self._finish(value, request)
-
-
-async def _await_guarded(value: Awaitable[Any], request: SummaryRequest) -> Any:
-    return await guarded(value, request)
