@@ -16,6 +16,7 @@ from bench._replay_data import Replay
 from contextfold import ConversationMemory
 from contextfold.errors import ContextfoldError
 from contextfold.messages import Message
+from contextfold.strategies.base import StrategyState
 from contextfold.strategies.checkpoint import Checkpoint
 from contextfold.strategies.hybrid import Hybrid
 from contextfold.strategies.run import run
@@ -45,6 +46,23 @@ def stateless(build: Callable[[Sequence[Message]], Sequence[Message]]) -> Builde
             except ContextfoldError:
                 context = None
             yield context or None  # an empty context cannot be sent either
+
+    return contexts
+
+
+def with_state(strategy: Any) -> Builder:
+    """A strategy run on the growing history, its state carried from request to request."""
+
+    def contexts(replay: Replay) -> Iterator[Context]:
+        state = StrategyState()
+        for i, _ in replay.requests:
+            try:
+                result = run(strategy, replay.messages[: i + 1], counter=COUNTER, state=state)
+            except ContextfoldError:
+                yield None
+                continue
+            state = result.state
+            yield result.messages or None
 
     return contexts
 
@@ -134,9 +152,8 @@ def strategies(budget: int) -> dict[str, Builder]:
 
     out: dict[str, Builder] = {
         "full history": full_history,
-        "SlidingWindow": stateless(
-            lambda h: run(SlidingWindow(budget), h, counter=COUNTER).messages
-        ),
+        "SlidingWindow": with_state(SlidingWindow(budget)),
+        "SlidingWindow per turn": with_state(SlidingWindow(budget, compact_to=1.0)),
         "Hybrid+Extractive": through_memory(
             lambda: Hybrid(
                 budget,

@@ -652,7 +652,13 @@ def test_threads_sharing_one_memory_wait_for_each_other(tmp_path: Path) -> None:
         t.join(30)
     assert errors == []
     final = memory.build_context()
-    expected = run(SlidingWindow(300), memory.read_messages(), counter=memory.counter)
+    # The window the memory kept extends as a stateless one would, from where it began.
+    expected = run(
+        SlidingWindow(300),
+        memory.read_messages(),
+        counter=memory.counter,
+        state=memory.strategy_state,
+    )
     assert ids(final) == ids(expected.messages)
     assert final.stats.total_tokens == memory.counter.count_messages(memory.read_messages())
     memory.store.close()
@@ -836,6 +842,7 @@ def test_windowed_reads_build_what_the_full_history_builds(
     full: list[Message] = [Message.system("rules " * 20)] if system else []
     store.append("c", full)
     reader = ConversationMemory.open(store, conversation_id="c", strategy=SlidingWindow(budget))
+    state = StrategyState()
     for kind, n in plan:
         batch = (
             chat(n, system=None)
@@ -845,11 +852,12 @@ def test_windowed_reads_build_what_the_full_history_builds(
         store.append("c", batch)
         full.extend(batch)
         try:
-            expected = run(SlidingWindow(budget), full, counter=reader.counter)
+            expected = run(SlidingWindow(budget), full, counter=reader.counter, state=state)
         except BudgetError:  # the request and the newest unit do not fit: neither path builds
             with pytest.raises(BudgetError):
                 reader.build_context()
             continue
+        state = expected.state
         ctx = reader.build_context()
         assert ids(ctx) == ids(expected.messages)
         assert ctx.stats.dropped_count == expected.dropped_count
@@ -1285,11 +1293,13 @@ def test_claude_code_session_through_memory(data_dir: Path) -> None:
     reader = ConversationMemory(strategy=SlidingWindow(20_000), store=store, conversation_id="cc")
     cuts = safe_cut_points(history)[1:]
     done = 0
+    state = StrategyState()
     for end in cuts[:: max(1, len(cuts) // 8)]:
         writer.extend(history[done:end])
         done = end
         ctx = reader.build_context()
-        expected = run(SlidingWindow(20_000), history[:end], counter=reader.counter)
+        expected = run(SlidingWindow(20_000), history[:end], counter=reader.counter, state=state)
+        state = expected.state
         assert ids(ctx) == ids(expected.messages)
         validate(ctx.messages, allow_pending_tail=True)
         body = ctx.to_anthropic()

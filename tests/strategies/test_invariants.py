@@ -155,7 +155,7 @@ def test_sliding_window_invariants(
 ) -> None:
     before = snapshot(history)
     tools = [{"name": "lookup", "parameters": {"type": "object"}}] if with_tools else None
-    window = SlidingWindow(budget, tools=tools)
+    window = SlidingWindow(budget, tools=tools, compact_to=1.0)  # the classic window's rules
     tool_cost = window.tool_tokens(counter)
     p = prefix_length(history)
     result, err = attempt(lambda: run(window, history, counter=counter))
@@ -167,7 +167,7 @@ def test_sliding_window_invariants(
         assert err.required is not None
         assert err.required > budget
         assert err.required == prefix_cost + least_window_tokens(history, counter, p)
-        run(SlidingWindow(err.required, tools=tools), history, counter=counter)
+        run(SlidingWindow(err.required, tools=tools, compact_to=1.0), history, counter=counter)
         assert snapshot(history) == before
         return
     assert result is not None

@@ -20,6 +20,11 @@ from contextfold.turns import validate
 TEN = FixedCounter(10, per_char=0)  # every message costs exactly 10 tokens
 
 
+def PerTurn(max_tokens: int, **options: Any) -> SlidingWindow:
+    """The classic per-turn window (no lower mark): the rules this file pins down."""
+    return SlidingWindow(max_tokens, compact_to=1.0, **options)
+
+
 def call(*ids: str, text: str | None = None, **kw: Any) -> Message:
     return Message.assistant(text, tool_calls=[ToolCallPart(i, "f", "{}") for i in ids], **kw)
 
@@ -64,14 +69,14 @@ class RecordingSeq(Sequence[Message]):
 
 
 def test_is_a_strategy_named_sliding() -> None:
-    window = SlidingWindow(100)
+    window = PerTurn(100)
     assert isinstance(window, Strategy)
     assert window.name == "sliding"
 
 
 def test_everything_fits_nothing_dropped() -> None:
     history = simple_history(3)
-    result = run(SlidingWindow(70), history, counter=TEN)
+    result = run(PerTurn(70), history, counter=TEN)
     assert list(result.messages) == history
     assert result.dropped_ranges == ()
     assert result.tokens == 70
@@ -80,7 +85,7 @@ def test_everything_fits_nothing_dropped() -> None:
 
 def test_keeps_newest_whole_turns() -> None:
     history = simple_history(4)  # s, then 4 turns of 2 messages
-    result = run(SlidingWindow(10 + 45), history, counter=TEN)
+    result = run(PerTurn(10 + 45), history, counter=TEN)
     assert ids(result.messages) == ["s", "u2", "a2", "u3", "a3"]
     assert result.dropped_ranges == ((1, 5),)
     assert result.dropped == ("u0", "a0", "u1", "a1")
@@ -91,7 +96,7 @@ def test_keeps_newest_whole_turns() -> None:
 
 def test_plan_never_yields_and_ignores_checkpoint() -> None:
     history = simple_history(4)
-    window = SlidingWindow(50)
+    window = PerTurn(50)
     gen = window.plan(history, counter=TEN)
     with pytest.raises(StopIteration) as stop:
         next(gen)
@@ -104,7 +109,7 @@ def test_plan_never_yields_and_ignores_checkpoint() -> None:
 
 async def test_drivers_agree() -> None:
     history = simple_history(6)
-    window = SlidingWindow(60)
+    window = PerTurn(60)
     a = run(window, history, counter=TEN)
     b = await arun(window, history, counter=TEN)
     c = dry_run(window, history, counter=TEN)
@@ -128,13 +133,13 @@ def agent_turn() -> list[Message]:
 def test_oversized_turn_keeps_whole_units_suffix() -> None:
     history = agent_turn()
     # The turn (70 tokens) is over budget: its request stays, then the newest whole units.
-    result = run(SlidingWindow(10 + 50), history, counter=TEN)
+    result = run(PerTurn(10 + 50), history, counter=TEN)
     assert ids(result.messages) == ["s", "u", "a2", "t2", "t3", "a3"]
     assert result.dropped_ranges == ((2, 4),)
     assert any("newest turn" in n and "opening user message" in n for n in result.notes)
     validate(result.messages)
     # One message less and the parallel batch cannot be split: only the final answer stays.
-    result = run(SlidingWindow(10 + 49), history, counter=TEN)
+    result = run(PerTurn(10 + 49), history, counter=TEN)
     assert ids(result.messages) == ["s", "u", "a3"]
     assert result.dropped_ranges == ((2, 7),)
 
@@ -143,7 +148,7 @@ def test_never_starts_on_a_tool_result() -> None:
     history = agent_turn()
     for budget in range(10, 90, 5):
         try:
-            result = run(SlidingWindow(budget), history, counter=TEN)
+            result = run(PerTurn(budget), history, counter=TEN)
         except BudgetError:
             continue
         tail = result.messages[1:]
@@ -162,9 +167,9 @@ def test_anthropic_results_in_user_message_stay_with_calls() -> None:
         Message.assistant("sunny in both", id="a1"),
     ]
     history[3] = history[3].replace(id="r0")
-    result = run(SlidingWindow(10 + 40), history, counter=TEN)
+    result = run(PerTurn(10 + 40), history, counter=TEN)
     assert ids(result.messages) == ["s", "u0", "a0", "r0", "a1"]
-    result = run(SlidingWindow(10 + 35), history, counter=TEN)
+    result = run(PerTurn(10 + 35), history, counter=TEN)
     assert ids(result.messages) == ["s", "u0", "a1"]  # a0 and r0 go together or not at all
 
 
@@ -178,21 +183,21 @@ def test_responses_style_consecutive_call_messages() -> None:
         Message.tool_result("c2", "2", id="o2"),
         Message.assistant("ok", id="a"),
     ]
-    result = run(SlidingWindow(10 + 50), history, counter=TEN)
+    result = run(PerTurn(10 + 50), history, counter=TEN)
     # f2..o2 alone would orphan o1: the unit is f1..o2 (4 messages, 40 tokens).
     assert ids(result.messages) == ["s", "u", "a"]
-    result = run(SlidingWindow(10 + 60), history, counter=TEN)
+    result = run(PerTurn(10 + 60), history, counter=TEN)
     assert ids(result.messages) == ["s", "u", "f1", "f2", "o1", "o2", "a"]
 
 
 def test_system_alone_over_budget() -> None:
     history = [Message.system("x" * 400), Message.user("hi")]
     with pytest.raises(BudgetError, match="system") as err:
-        run(SlidingWindow(50), history, counter=ApproxCounter())
+        run(PerTurn(50), history, counter=ApproxCounter())
     assert err.value.budget == 50
     # A budget that works holds the system prompt and the user's request.
     assert err.value.required == ApproxCounter().count_messages(history)
-    run(SlidingWindow(err.value.required), history, counter=ApproxCounter())
+    run(PerTurn(err.value.required), history, counter=ApproxCounter())
 
 
 def test_prefix_plus_newest_unit_over_budget() -> None:
@@ -203,9 +208,9 @@ def test_prefix_plus_newest_unit_over_budget() -> None:
         Message.tool_result("c1", "r", id="t"),
     ]
     with pytest.raises(BudgetError, match="newest") as err:
-        run(SlidingWindow(25), history, counter=TEN)
+        run(PerTurn(25), history, counter=TEN)
     assert err.value.required == 40  # system, the request, the call and its result
-    assert [m.id for m in run(SlidingWindow(40), history, counter=TEN).messages] == ids(history)
+    assert [m.id for m in run(PerTurn(40), history, counter=TEN).messages] == ids(history)
     assert err.value.budget == 25
 
 
@@ -213,19 +218,19 @@ def test_tools_and_reserve_count_against_budget() -> None:
     history = simple_history(30)
     tools = [{"name": "lookup", "description": "x" * 40, "parameters": {}}]
     counter = ApproxCounter()
-    window = SlidingWindow(60, tools=tools)
+    window = PerTurn(60, tools=tools)
     tool_cost = window.tool_tokens(counter)
     assert tool_cost == counter.count_tools(tools) > 0
     full = counter.count_messages(history)
-    plain = run(SlidingWindow(full), history, counter=counter)
+    plain = run(PerTurn(full), history, counter=counter)
     assert list(plain.messages) == history
-    with_tools = run(SlidingWindow(full, tools=tools), history, counter=counter)
+    with_tools = run(PerTurn(full, tools=tools), history, counter=counter)
     assert len(with_tools.messages) < len(history)
     assert with_tools.tokens + tool_cost <= full
-    reserved = run(SlidingWindow(full, reserve_tokens=tool_cost), history, counter=counter)
+    reserved = run(PerTurn(full, reserve_tokens=tool_cost), history, counter=counter)
     assert reserved.messages == with_tools.messages
     with pytest.raises(BudgetError, match="reserved"):
-        run(SlidingWindow(full, reserve_tokens=full), history, counter=counter)
+        run(PerTurn(full, reserve_tokens=full), history, counter=counter)
 
 
 def test_bad_configuration() -> None:
@@ -246,18 +251,18 @@ def test_orphan_result_in_window_is_named() -> None:
         Message.assistant("hello"),
     ]
     with pytest.raises(PairingError, match="ghost") as err:
-        run(SlidingWindow(1000), history, counter=TEN)
+        run(PerTurn(1000), history, counter=TEN)
     assert err.value.index == 1
     assert err.value.call_id == "ghost"
     # When the budget leaves the orphan out, nothing malformed is sent and nothing is raised.
-    result = run(SlidingWindow(30), history, counter=TEN)
+    result = run(PerTurn(30), history, counter=TEN)
     assert [m.role for m in result.messages] == ["system", "user", "assistant"]
 
 
 def test_unanswered_call_in_window_is_named() -> None:
     history = [*simple_history(2), Message.user("go"), call("c9", id="dangling")]
     with pytest.raises(PairingError, match="c9") as err:
-        run(SlidingWindow(1000), history, counter=TEN)
+        run(PerTurn(1000), history, counter=TEN)
     assert err.value.index == len(history) - 1
 
 
@@ -265,7 +270,7 @@ def test_dropped_part_is_never_read_or_counted() -> None:
     good = simple_history(5)
     junk = [Message.tool_result(f"nope{i}", "orphan") for i in range(1000)]
     history = RecordingSeq([good[0], *junk, *good[1:]])
-    result = SlidingWindow(50).fit(history, counter=TEN)
+    result = PerTurn(50).fit(history, counter=TEN)
     assert ids(result.messages) == ["s", "u3", "a3", "u4", "a4"]
     # Only the prefix and the messages near the end were read.
     assert max(len(history) - k for k in history.touched if k > 1) <= 6
@@ -284,10 +289,10 @@ def test_cost_does_not_depend_on_history_length() -> None:
 
     big = [Message.system("s"), *[Message.user(f"m{i}") for i in range(5000)]]
     counter = Counting()
-    run(SlidingWindow(100), big, counter=counter)
+    run(PerTurn(100), big, counter=counter)
     first = len(counter.seen)
     assert first <= 20
-    run(SlidingWindow(100), big, counter=counter)
+    run(PerTurn(100), big, counter=counter)
     assert len(counter.seen) == first  # cached per message: nothing recounted
 
 
@@ -304,9 +309,9 @@ def test_fit_window_min_start_and_reserved() -> None:
 
 
 def test_empty_and_prefix_only_histories() -> None:
-    assert run(SlidingWindow(10), [], counter=TEN).messages == ()
+    assert run(PerTurn(10), [], counter=TEN).messages == ()
     only = [Message.system("a"), Message.developer("b")]
-    assert list(run(SlidingWindow(20), only, counter=TEN).messages) == only
+    assert list(run(PerTurn(20), only, counter=TEN).messages) == only
 
 
 def test_window_result_for_fallbacks() -> None:
@@ -326,8 +331,8 @@ def test_input_not_mutated_and_deterministic() -> None:
     history = agent_turn()
     before = [m.to_dict() for m in history]
     snapshot = list(history)
-    a = run(SlidingWindow(50), history, counter=TEN)
-    b = run(SlidingWindow(50), history, counter=TEN)
+    a = run(PerTurn(50), history, counter=TEN)
+    b = run(PerTurn(50), history, counter=TEN)
     assert history == snapshot
     assert [m.to_dict() for m in history] == before
     assert a.messages == b.messages

@@ -150,7 +150,7 @@ def test_each_failure_code_falls_back_to_the_sliding_window(code: FailureCode) -
     before = snapshot(history)
     fake = FakeSummarizer(fail=code)
     result = run(Summarization(100, keep_recent=4, summarizer=fake), history, counter=TEN)
-    window = SlidingWindow(100).fit(history, counter=TEN)
+    window = SlidingWindow(100, compact_to=1.0).fit(history, counter=TEN)
     assert result.messages == window.messages
     assert result.failure_code == code
     assert result.fallback is not None
@@ -399,7 +399,7 @@ def test_hybrid_failure_changes_nothing(code: FailureCode) -> None:
     )
     assert result.failure_code == code
     assert result.checkpoint is None
-    assert result.messages == SlidingWindow(100).fit(history, counter=TEN).messages
+    assert result.messages == SlidingWindow(100, compact_to=1.0).fit(history, counter=TEN).messages
 
 
 def test_hybrid_loop_guard() -> None:

@@ -243,7 +243,7 @@ def test_memory_reports_what_a_strategy_with_its_own_tools_counted() -> None:
 def test_sliding_window_and_summarization_agree_on_the_tool_budget() -> None:
     # Under budget after tools, both send the same window; the tools cost the same.
     history = chat(10, tools=True)
-    window = run(SlidingWindow(150, tools=TOOLS), history, counter=COUNTER)
+    window = run(SlidingWindow(150, tools=TOOLS, compact_to=1.0), history, counter=COUNTER)
     failed = run(
         Summarization(150, keep_recent=4, summarizer=FakeSummarizer(fail="error"), tools=TOOLS),
         history,

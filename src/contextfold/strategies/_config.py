@@ -33,6 +33,37 @@ def check_option(name: str, value: object, minimum: int) -> None:
         )
 
 
+#: The default lower mark: a compaction brings the request down to this share of its budget.
+DEFAULT_COMPACT_TO = 0.6
+
+
+def check_compact_to(value: object, max_tokens: int) -> None:
+    """Reject a lower mark that is neither a fraction in (0, 1] nor a count up to the budget.
+
+    Raises:
+        ConfigError: naming ``compact_to`` and the value given.
+    """
+    if isinstance(value, float) and 0.0 < value <= 1.0:
+        return
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= max_tokens:
+        return
+    raise ConfigError(
+        "compact_to must be a fraction of max_tokens in (0, 1] or a token count from 1 to "
+        f"max_tokens ({max_tokens}), got {value!r}",
+        argument="compact_to",
+    )
+
+
+def low_mark(max_tokens: int, compact_to: float | int) -> int:
+    """The request size, in tokens, a compaction brings the context down to.
+
+    ``compact_to`` is a fraction of ``max_tokens`` (a float) or a token count (an int).
+    """
+    if isinstance(compact_to, float):
+        return max(1, int(max_tokens * compact_to))
+    return min(compact_to, max_tokens)
+
+
 def check_tools(tools: Sequence[Mapping[str, Any]] | None) -> tuple[Mapping[str, Any], ...]:
     """``tools`` as a tuple of schemas.
 

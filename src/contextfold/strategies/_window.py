@@ -33,13 +33,16 @@ from typing import TypeVar
 
 from contextfold.errors import BudgetError, PairingError
 from contextfold.messages import Message
+from contextfold.strategies.base import WindowAnchor
 from contextfold.tokens.base import TokenCounter
 from contextfold.turns import is_request, newest_request, prefix_length, units
 
 __all__ = [
     "WindowFit",
+    "anchor_of",
     "budget_error",
     "cut_points",
+    "fit_anchored",
     "fit_tail",
     "fit_window",
     "gap_ranges",
@@ -307,6 +310,87 @@ def fit_window(
             f"in the window starting at message {fit.start}: {what}", index=at, call_id=call_id
         )
     return fit
+
+
+def _locate(
+    messages: Sequence[Message], message_id: str, floor: int, room: int, counter: TokenCounter
+) -> int | None:
+    """Index of the newest message ``message_id`` at or after ``floor``, within ``room``.
+
+    Walks back from the newest message and gives up once the messages passed exceed
+    ``room`` tokens, so finding (or not finding) an anchor costs what the window holds.
+    """
+    tokens = 0
+    i = len(messages) - 1
+    while i >= floor:
+        m = messages[i]
+        if m.id == message_id:
+            return i
+        tokens += counter.count_message(m)
+        if tokens > room:
+            return None
+        i -= 1
+    return None
+
+
+def fit_anchored(
+    messages: Sequence[Message],
+    anchor: WindowAnchor,
+    budget: int,
+    counter: TokenCounter,
+    *,
+    reserved: int = 0,
+) -> WindowFit | None:
+    """The window that starts where the previous one did, when it still fits ``budget``.
+
+    This is what keeps a context cache-stable: between two compactions the next context is
+    the previous one with the new messages appended. None when the anchor's messages are
+    no longer in ``messages`` (within the budget's reach) or the window from there no longer
+    fits; the caller then compacts.
+
+    Raises:
+        PairingError: the part that would be sent breaks the tool-pair invariant.
+    """
+    prefix_end = prefix_length(messages)
+    prefix_tokens = counter.count_messages(messages[:prefix_end])
+    room = budget - prefix_tokens - reserved
+    if room < 0:
+        return None
+    start = _locate(messages, anchor.start_id, prefix_end, room, counter)
+    if start is None:
+        return None
+    request: int | None = None
+    request_cost = 0
+    if anchor.request_id is not None:
+        request = _locate(messages, anchor.request_id, prefix_end, budget, counter)
+        if request is None or request >= start:
+            return None
+        request_cost = counter.count_message(messages[request])
+    try:
+        fit = fit_window(
+            messages, budget, counter, min_start=start, reserved=reserved + request_cost
+        )
+    except BudgetError:
+        return None
+    if fit.start != start or fit.request is not None:
+        return None
+    return WindowFit(
+        prefix_end,
+        start,
+        prefix_tokens,
+        fit.tail_tokens + request_cost,
+        reserved,
+        request is not None,
+        request,
+    )
+
+
+def anchor_of(messages: Sequence[Message], fit: WindowFit) -> WindowAnchor | None:
+    """The anchor a later build starts from to extend ``fit`` (None for an empty tail)."""
+    if fit.start >= len(messages):
+        return None
+    request = messages[fit.request].id if fit.request is not None else None
+    return WindowAnchor(messages[fit.start].id, request)
 
 
 def _split_turn(

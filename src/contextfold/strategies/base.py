@@ -43,6 +43,7 @@ __all__ = [
     "StrategyResult",
     "StrategyState",
     "SummaryCall",
+    "WindowAnchor",
     "accepts_checkpoints",
     "bounded_window",
     "checkpoint_applies",
@@ -61,6 +62,37 @@ class SummaryCall:
 
 
 @dataclass(frozen=True, slots=True)
+class WindowAnchor:
+    """Where the previous context's window began, so the next one can start the same way.
+
+    Attributes:
+        start_id: id of the first message of the kept tail.
+        request_id: id of the user request kept apart from the tail (the newest turn did
+            not fit whole), or None.
+    """
+
+    start_id: str
+    request_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        out: dict[str, Any] = {"start_id": self.start_id}
+        if self.request_id is not None:
+            out["request_id"] = self.request_id
+        return out
+
+    @classmethod
+    def from_dict(cls, data: object) -> WindowAnchor | None:
+        """Inverse of :meth:`to_dict`; None for anything malformed (the window is refitted)."""
+        if not isinstance(data, Mapping):
+            return None
+        start, request = data.get("start_id"), data.get("request_id")
+        if not isinstance(start, str) or not (request is None or isinstance(request, str)):
+            return None
+        return cls(start, request)
+
+
+@dataclass(frozen=True, slots=True)
 class StrategyState:
     """What one conversation carries from a build to the next.
 
@@ -73,10 +105,13 @@ class StrategyState:
             reaches a strategy's ``max_failed_compactions`` the summarizer is not called
             again until a build needs no compaction or one succeeds.
         stages: the states of a :class:`~contextfold.strategies.Pipeline`'s stages, in order.
+        window: where the previous context's window began; a cache-stable strategy keeps
+            starting there (only appending) until the context would exceed its budget.
     """
 
     failed_compactions: int = 0
     stages: tuple[StrategyState, ...] = ()
+    window: WindowAnchor | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (defaults left out)."""
@@ -85,6 +120,8 @@ class StrategyState:
             out["failed_compactions"] = self.failed_compactions
         if self.stages:
             out["stages"] = [stage.to_dict() for stage in self.stages]
+        if self.window is not None:
+            out["window"] = self.window.to_dict()
         return out
 
     @classmethod
@@ -99,6 +136,7 @@ class StrategyState:
         return cls(
             failed_compactions=failed,
             stages=tuple(cls.from_dict(s) for s in stages if isinstance(s, Mapping)),
+            window=WindowAnchor.from_dict(data.get("window")),
         )
 
     def stage(self, index: int) -> StrategyState:

@@ -13,6 +13,14 @@ wrong about tool pairs:
 * When the prefix, the request and the newest unit cannot fit together,
   :class:`BudgetError` says so; its ``required`` is a budget at which the window fits.
 
+Cache-stable by default: with the conversation's :class:`StrategyState`, the window keeps
+starting where the previous context started, so each context is the previous one with the
+new messages appended and the provider's prompt cache keeps hitting. Only when that would
+exceed ``max_tokens`` does the window move, and then in one step, down to ``compact_to``
+(a share of ``max_tokens``, 0.6 by default), so that the next requests can append again.
+``compact_to=1.0`` moves the window on every request that would not fit (the classic
+per-turn window).
+
 The cost of a build does not grow with the length of the history: the window is found by
 walking back from the newest message and stops as soon as the budget is spent. The part that
 is left out is never scanned, counted or validated; it is recorded as an index range
@@ -26,14 +34,29 @@ for their fallback.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
+from contextfold.errors import BudgetError
 from contextfold.messages import Message
 from contextfold.strategies._assembly import window_result
-from contextfold.strategies._config import FrozenConfig, ToolBudget, check_option
-from contextfold.strategies._window import WindowFit, fit_tail, fit_window
+from contextfold.strategies._config import (
+    DEFAULT_COMPACT_TO,
+    FrozenConfig,
+    ToolBudget,
+    check_compact_to,
+    check_option,
+    low_mark,
+)
+from contextfold.strategies._window import (
+    WindowFit,
+    anchor_of,
+    fit_anchored,
+    fit_tail,
+    fit_window,
+)
 from contextfold.strategies.base import PlanGenerator, StrategyResult, StrategyState
 from contextfold.tokens.base import TokenCounter
 
@@ -51,10 +74,15 @@ class SlidingWindow(ToolBudget, FrozenConfig):
 
     A sans-I/O strategy whose :meth:`plan` never yields: it needs no summarizer. It drops
     old turns and never summarizes them, so a prior checkpoint passed to :meth:`plan` is
-    ignored (the window is always built from the messages it is given).
+    ignored (the window is always built from the messages it is given). Given the
+    conversation's state, it only appends until the budget is reached, then moves the
+    window once, down to ``compact_to`` (see the module docstring).
 
     Args:
         max_tokens: the budget for everything sent: messages, tool schemas and the reserve.
+        compact_to: the request size a move brings the window down to: a fraction of
+            ``max_tokens`` (float in (0, 1]) or a token count (int). ``1.0`` moves the
+            window every time it would not fit.
         tools: the tool schemas sent with each request; they count against the budget.
         reserve_tokens: tokens kept free, for example for the model's answer.
 
@@ -72,9 +100,12 @@ class SlidingWindow(ToolBudget, FrozenConfig):
         *,
         tools: Sequence[Mapping[str, Any]] | None = None,
         reserve_tokens: int = 0,
+        compact_to: float | int = DEFAULT_COMPACT_TO,
     ) -> None:
         check_option("max_tokens", max_tokens, 1)
+        check_compact_to(compact_to, max_tokens)
         self.max_tokens = max_tokens
+        self.compact_to = compact_to
         self._init_tools(tools, reserve_tokens)
         self._freeze()
 
@@ -86,18 +117,57 @@ class SlidingWindow(ToolBudget, FrozenConfig):
     def __repr__(self) -> str:
         return (
             f"SlidingWindow(max_tokens={self.max_tokens}, tools={len(self.tools)}, "
-            f"reserve_tokens={self.reserve_tokens})"
+            f"reserve_tokens={self.reserve_tokens}, compact_to={self.compact_to!r})"
         )
 
     def window_budget(self, counter: TokenCounter, /) -> int:
         """Tokens of messages a window can hold: ``max_tokens`` less schemas and reserve."""
         return self.max_tokens - self.tool_tokens(counter) - self.reserve_tokens
 
-    def fit(self, messages: Sequence[Message], *, counter: TokenCounter) -> StrategyResult:
-        """Build the window directly (what :meth:`plan` returns, without a driver)."""
+    def fit(
+        self,
+        messages: Sequence[Message],
+        *,
+        counter: TokenCounter,
+        state: StrategyState | None = None,
+    ) -> StrategyResult:
+        """Build the window directly (what :meth:`plan` returns, without a driver).
+
+        Raises:
+            BudgetError: the prefix, the request and the newest unit cannot fit.
+            PairingError: the part that would be sent breaks the tool-pair invariant.
+        """
+        state = state if state is not None else StrategyState()
         tools = self.tool_tokens(counter)
-        fit = fit_window(messages, self.max_tokens, counter, reserved=tools + self.reserve_tokens)
-        return window_result(messages, fit, strategy=self.name, counter=counter, tools=tools)
+        reserved = tools + self.reserve_tokens
+        fit = None
+        if state.window is not None:
+            fit = fit_anchored(messages, state.window, self.max_tokens, counter, reserved=reserved)
+        note = "appended to the previous window"
+        if fit is None:
+            fit, note = self._compact(messages, counter, reserved)
+        result = window_result(messages, fit, strategy=self.name, counter=counter, tools=tools)
+        return dataclasses.replace(
+            result,
+            notes=(*result.notes, note),
+            state=dataclasses.replace(state, window=anchor_of(messages, fit)),
+        )
+
+    def _compact(
+        self, messages: Sequence[Message], counter: TokenCounter, reserved: int
+    ) -> tuple[WindowFit, str]:
+        """The window refitted from scratch: to the lower mark once anything must go."""
+        full = fit_window(messages, self.max_tokens, counter, reserved=reserved)
+        low = low_mark(self.max_tokens, self.compact_to)
+        if not full.dropped_ranges:
+            return full, "the history fits the budget"
+        if low >= self.max_tokens:
+            return full, "moved the window (no lower mark)"
+        try:
+            fit = fit_window(messages, low, counter, reserved=reserved)
+        except BudgetError:
+            return full, f"moved the window; the lower mark ({low} tokens) is too small for it"
+        return fit, f"moved the window down to the lower mark ({low} of {self.max_tokens} tokens)"
 
     def plan(
         self,
@@ -110,7 +180,7 @@ class SlidingWindow(ToolBudget, FrozenConfig):
     ) -> PlanGenerator:
         """Return the window; never yields. ``checkpoint`` is ignored (see the class doc).
 
-        The window keeps no per-conversation state, so ``state`` is not used either.
+        ``state`` carries where the previous window began (see :meth:`fit`).
         """
-        return self.fit(messages, counter=counter)
+        return self.fit(messages, counter=counter, state=state)
         yield  # pragma: no cover - makes this a generator
