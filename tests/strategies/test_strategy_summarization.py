@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import get_args
 
@@ -10,11 +11,17 @@ from strategy_checks import chat, check_invariants, dump, ids, is_summary_messag
 
 from contextfold.errors import BudgetError, ConfigError, FormatError, PairingError
 from contextfold.messages import Message, TextPart, ToolCallPart
-from contextfold.strategies import Hybrid, SlidingWindow, Summarization, SummaryPlacement
+from contextfold.strategies import Hybrid as _Hybrid
+from contextfold.strategies import SlidingWindow, SummaryPlacement
+from contextfold.strategies import Summarization as _Summarization
 from contextfold.strategies.base import StrategyState
 from contextfold.strategies.run import dry_run, run
 from contextfold.summarizers.base import FailureCode, SummaryRequest
 from contextfold.testing import FakeSummarizer, FixedCounter
+
+# The fold rules these tests pin down, with no lower mark (test_cache_stable.py covers it).
+Summarization = functools.partial(_Summarization, compact_to=1.0)
+Hybrid = functools.partial(_Hybrid, compact_to=1.0)
 
 TEN = FixedCounter(10, per_char=0)  # every message costs exactly 10 tokens
 FAILURES = list(get_args(FailureCode))

@@ -44,7 +44,12 @@ def strategies(
 ) -> dict[str, Any]:
     return {
         "summary": Summarization(
-            budget, keep_recent=12, summarizer=summarizer, tools=tools, reserve_tokens=reserve
+            budget,
+            keep_recent=12,
+            summarizer=summarizer,
+            tools=tools,
+            reserve_tokens=reserve,
+            compact_to=1.0,
         ),
         "hybrid": Hybrid(
             budget,
@@ -53,6 +58,7 @@ def strategies(
             summarizer=summarizer,
             tools=tools,
             reserve_tokens=reserve,
+            compact_to=1.0,
         ),
         "checkpoint": Checkpoint(
             summarizer,
@@ -60,6 +66,7 @@ def strategies(
             keep_recent_tokens=120,
             tools=tools,
             reserve_tokens=reserve,
+            compact_to=1.0,
         ),
         "prune": PruneToolOutputs(
             max_tokens=budget, min_savings=0, tools=tools, reserve_tokens=reserve
@@ -67,7 +74,7 @@ def strategies(
         "pipeline": Pipeline(
             [
                 PruneToolOutputs(min_savings=0),
-                Summarization(budget, keep_recent=12, summarizer=summarizer),
+                Summarization(budget, keep_recent=12, summarizer=summarizer, compact_to=1.0),
             ],
             max_tokens=budget,
             tools=tools,

@@ -28,7 +28,14 @@ from contextfold.strategies._common import (
     prepare_from,
     with_overhead_notes,
 )
-from contextfold.strategies._config import FrozenConfig, ToolBudget, check_option
+from contextfold.strategies._config import (
+    DEFAULT_COMPACT_TO,
+    FrozenConfig,
+    ToolBudget,
+    check_compact_to,
+    check_option,
+    low_mark,
+)
 from contextfold.strategies._window import cut_points
 from contextfold.strategies.base import (
     PlanGenerator,
@@ -62,10 +69,17 @@ class BudgetedStrategy(ToolBudget, FrozenConfig, ABC):
 
     It implements :meth:`plan` once: the budget left after the tool schemas and
     ``reserve_tokens`` goes to :meth:`_plan`, and the result's notes say what they took.
-    Subclasses set ``max_tokens`` and implement :meth:`_plan`.
+    Subclasses set ``max_tokens`` and implement :meth:`_plan`; those that compact set
+    ``compact_to``, the lower mark a compaction brings the request down to (a fraction of
+    ``max_tokens`` or a token count; ``1.0`` compacts only as far as the budget needs).
     """
 
     max_tokens: int
+    compact_to: float | int = 1.0
+
+    def _target(self, budget: int) -> int:
+        """Tokens of messages a compaction aims for: ``budget`` less what the mark frees."""
+        return max(0, budget - (self.max_tokens - low_mark(self.max_tokens, self.compact_to)))
 
     def plan(
         self,
@@ -140,6 +154,7 @@ class SummarizingStrategy(BudgetedStrategy):
         tools: Sequence[Mapping[str, Any]] | None,
         reserve_tokens: int,
         options: Sequence[tuple[str, object]] = (),
+        compact_to: float | int = DEFAULT_COMPACT_TO,
     ) -> None:
         """Check and set the options :class:`Summarization` and ``Hybrid`` share.
 
@@ -154,7 +169,9 @@ class SummarizingStrategy(BudgetedStrategy):
         for option, value in options:
             check_option(option, value, 1)
         check_option("max_failed_compactions", max_failed_compactions, 0)
+        check_compact_to(compact_to, max_tokens)
         self.max_tokens = max_tokens
+        self.compact_to = compact_to
         self.keep_recent = keep_recent
         self.summarizer = summarizer
         self.placement = placement if placement is not None else SummaryPlacement()

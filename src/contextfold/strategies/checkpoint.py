@@ -57,7 +57,7 @@ from contextfold.strategies._common import (
     deadline_from,
     summarizer_fingerprint,
 )
-from contextfold.strategies._config import check_option
+from contextfold.strategies._config import DEFAULT_COMPACT_TO, check_compact_to, check_option
 from contextfold.strategies._files import FileTrail
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
 from contextfold.strategies._split_turn import SplitSpan, joined_text, split_span
@@ -118,6 +118,9 @@ class Checkpoint(SummarizingStrategy):
         deadline_s: seconds the summarizer calls of one plan may take in all.
         max_failed_compactions: consecutive compactions that fail to get under budget before
             the summarizer is no longer called (0 disables the guard).
+        compact_to: the lower mark: a compaction keeps the verbatim tail within what this
+            request size (a fraction of ``max_tokens``, or a token count) leaves, so that the
+            next turns append to the compacted context instead of compacting again.
 
     Raises:
         ConfigError: an option is out of range or of the wrong type.
@@ -138,6 +141,7 @@ class Checkpoint(SummarizingStrategy):
         deadline_s: float | None = None,
         max_failed_compactions: int = 3,
         reserve_tokens: int = 0,
+        compact_to: float | int = DEFAULT_COMPACT_TO,
     ) -> None:
         check_option("max_tokens", max_tokens, 1)
         if keep_recent_tokens is None:
@@ -150,6 +154,8 @@ class Checkpoint(SummarizingStrategy):
         if max_output_tokens is not None:
             check_option("max_output_tokens", max_output_tokens, 1)
         check_option("max_failed_compactions", max_failed_compactions, 0)
+        check_compact_to(compact_to, max_tokens)
+        self.compact_to = compact_to
         self.summarizer = summarizer
         self.max_tokens = max_tokens
         self.keep_recent_tokens = keep_recent_tokens
@@ -248,7 +254,8 @@ class Checkpoint(SummarizingStrategy):
                 known_tokens_before=None if st.prior is not None else view.tokens,
             )
         prefix_tokens = st.counter.count_messages(st.history[: st.prefix_len])
-        k = self._tail_start(st.history, st.cuts, st.base_from, st.counter, prefix_tokens, budget)
+        target = self._target(budget)  # the tail keeps to the lower mark's room
+        k = self._tail_start(st.history, st.cuts, st.base_from, st.counter, prefix_tokens, target)
         if k <= st.base_from:
             return st.fallback(
                 "nothing older than the recent tail is left to fold", None, kept="checkpoint"

@@ -31,6 +31,7 @@ from contextfold.strategies._common import (
     deadline_from,
     reported_prompt_hash,
 )
+from contextfold.strategies._config import DEFAULT_COMPACT_TO
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
 from contextfold.strategies.base import (
     PlanGenerator,
@@ -66,6 +67,9 @@ class Hybrid(SummarizingStrategy):
             under budget, stop calling the summarizer and fall back (0 disables the guard).
         tools: the tool schemas sent with each request; they count against ``max_tokens``
             (the summary, the recent messages and the fallback window fit what is left).
+        compact_to: the lower mark a compaction brings the request down to (a fraction of
+            ``max_tokens``, or a token count), so the next turns append instead of compacting
+            again; ``1.0`` compacts only as far as the budget needs.
         reserve_tokens: tokens kept free, for example for the model's answer.
 
     Raises:
@@ -87,6 +91,7 @@ class Hybrid(SummarizingStrategy):
         max_failed_compactions: int = 3,
         tools: Sequence[Mapping[str, Any]] | None = None,
         reserve_tokens: int = 0,
+        compact_to: float | int = DEFAULT_COMPACT_TO,
     ) -> None:
         self._init_summarizing(
             max_tokens,
@@ -99,6 +104,7 @@ class Hybrid(SummarizingStrategy):
             max_failed_compactions=max_failed_compactions,
             tools=tools,
             reserve_tokens=reserve_tokens,
+            compact_to=compact_to,
             options=(("chunk_size", chunk_size), ("max_chunks", max_chunks)),
         )
         self.chunk_size = chunk_size
@@ -142,8 +148,9 @@ class Hybrid(SummarizingStrategy):
         room = summary_room(history, st.prefix_len, st.cuts, counter, budget, placement)
         max_output = cap_output(self.max_output_tokens, room)
         deadline = deadline_from(self.deadline_s)
+        target = self._target(budget)  # fold down to the lower mark, so later turns append
         while run.fallback is None and run.covered_end < limit and run.chunks < self.max_chunks:
-            if run.view_tokens() <= budget:
+            if run.view_tokens() <= target:
                 break
             end = _chunk_end(st.cuts, run.covered_end + self.chunk_size, limit)
             chunk = tuple(history[run.covered_end : end])

@@ -22,7 +22,9 @@ from typing import Any
 from contextfold.framing import SummaryPlacement, span_summary_id
 from contextfold.strategies._assembly import recent_start, summary_room
 from contextfold.strategies._common import cap_output, deadline_from, reported_prompt_hash
+from contextfold.strategies._config import DEFAULT_COMPACT_TO
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
+from contextfold.strategies._window import fit_tail
 from contextfold.strategies.base import PlanGenerator, StrategyResult
 from contextfold.summarizers.base import (
     AsyncSummarizer,
@@ -52,6 +54,9 @@ class Summarization(SummarizingStrategy):
             under budget, stop calling the summarizer and fall back (0 disables the guard).
         tools: the tool schemas sent with each request; they count against ``max_tokens``
             (the summary, the recent messages and the fallback window fit what is left).
+        compact_to: the lower mark a compaction brings the request down to (a fraction of
+            ``max_tokens``, or a token count), so the next turns append instead of compacting
+            again; ``1.0`` compacts only as far as the budget needs.
         reserve_tokens: tokens kept free, for example for the model's answer.
 
     Raises:
@@ -71,6 +76,7 @@ class Summarization(SummarizingStrategy):
         max_failed_compactions: int = 3,
         tools: Sequence[Mapping[str, Any]] | None = None,
         reserve_tokens: int = 0,
+        compact_to: float | int = DEFAULT_COMPACT_TO,
     ) -> None:
         self._init_summarizing(
             max_tokens,
@@ -83,6 +89,7 @@ class Summarization(SummarizingStrategy):
             max_failed_compactions=max_failed_compactions,
             tools=tools,
             reserve_tokens=reserve_tokens,
+            compact_to=compact_to,
         )
         self._freeze()
 
@@ -96,7 +103,7 @@ class Summarization(SummarizingStrategy):
 
     def _fold(self, st: PlanState, budget: int) -> PlanGenerator:
         """The plan (at most one summary call), with ``budget`` the tokens left for messages."""
-        history, p, n, counter = st.history, st.prefix_len, len(st.history), st.counter
+        history, p, counter = st.history, st.prefix_len, st.counter
         prior, base_from = st.prior, st.base_from
         view = st.view()
         if view.tokens <= budget:
@@ -108,7 +115,7 @@ class Summarization(SummarizingStrategy):
                 else "the history fits the budget",
             )
 
-        k = recent_start(st.cuts, base_from, n, self.keep_recent)
+        k = self._fold_point(st, budget)
         if k <= base_from:
             asm, with_summary = st.trimmed()
             return st.trimmed_result(
@@ -145,6 +152,24 @@ class Summarization(SummarizingStrategy):
             return st.fallback(reason, code, usage=usage, calls=1)
 
         return self._fitted(st, view.tokens, request, result, usage, k)
+
+    def _fold_point(self, st: PlanState, budget: int) -> int:
+        """Where the verbatim tail starts after a fold: the ``keep_recent`` newest messages.
+
+        Below a lower mark, the tail also keeps to half of the room the mark leaves after the
+        prefix (what it cannot keep is summarized, not dropped), so that with the summary the
+        context lands near the mark and the next turns append to it.
+        """
+        n = len(st.history)
+        k = recent_start(st.cuts, st.base_from, n, self.keep_recent)
+        target = self._target(budget)
+        if target < budget:
+            prefix_tokens = st.counter.count_messages(st.history[: st.prefix_len])
+            room = max(0, target - prefix_tokens) // 2
+            low = fit_tail(st.history, st.cuts, room, st.counter, floor=st.base_from)
+            if k < low < n:
+                k = low
+        return k
 
     def _fitted(
         self,
