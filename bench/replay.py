@@ -89,8 +89,13 @@ class Tally:
 def replay_one(
     replay: Replay, build: Builder, budget: int, prices: dict[str, ModelPrices], tally: Tally
 ) -> None:
-    """Bill every request of ``replay`` as built by ``build`` under each price model."""
+    """Bill every request of ``replay`` as built by ``build`` under each price model.
+
+    Prefix breaks are counted under the first price model (they depend on its minimum
+    cacheable prefix and TTL).
+    """
     sims = {name: CacheSimulator(p) for name, p in prices.items()}
+    first = next(iter(prices))
     for (_, at), context in zip(replay.requests, build(replay), strict=True):
         if context is None:
             tally.failed += 1
@@ -106,7 +111,7 @@ def replay_one(
             tally.add(
                 name, bill.cost, bill.floor_cost, bill.cache_read_tokens, bill.cache_write_tokens
             )
-            if name == "anthropic":
+            if name == first:
                 tally.breaks += bill.prefix_break
 
 

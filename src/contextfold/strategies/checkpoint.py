@@ -254,7 +254,7 @@ class Checkpoint(SummarizingStrategy):
                 known_tokens_before=None if st.prior is not None else view.tokens,
             )
         prefix_tokens = st.counter.count_messages(st.history[: st.prefix_len])
-        target = self._target(budget)  # the tail keeps to the lower mark's room
+        target = self._target(budget)  # the tail and checkpoint keep to the lower mark
         k = self._tail_start(st.history, st.cuts, st.base_from, st.counter, prefix_tokens, target)
         if k <= st.base_from:
             return st.fallback(
@@ -263,7 +263,7 @@ class Checkpoint(SummarizingStrategy):
         if st.guard.tripped:
             return st.fallback(st.guard.describe(), None, kept="checkpoint")
 
-        span = split_span(st, k, budget, prefix_tokens, self.max_output_tokens)
+        span = split_span(st, k, target, prefix_tokens, self.max_output_tokens)
         files = FileTrail.of(st.prior)
         usage = Usage()
         results: list[SummarizationResult] = []
