@@ -14,14 +14,16 @@ from typing import Any
 
 from contextfold._drive import relay
 from contextfold.checkpoints import CheckpointRecord
-from contextfold.errors import ConflictError
+from contextfold.errors import ConflictError, StoreError
 from contextfold.memory._context import Context, ContextPlan
 from contextfold.memory._ops import (
     Commit,
     CoreGen,
     LastSeq,
     Latest,
+    LoadState,
     Lock,
+    SaveState,
 )
 from contextfold.memory._reader import History, HistoryReader
 from contextfold.memory._stats import BuildRecord, Ledger, MemoryStats, with_record
@@ -131,8 +133,10 @@ class MemoryCore(HistoryReader, Totals):
         self.total_upto = 0
         self.ledger = Ledger()
         self.last_stats: MemoryStats | None = None
-        # This conversation's strategy state (failure streaks): the strategy holds none.
+        # This conversation's strategy state (failure streaks, where the window begins):
+        # the strategy holds none. Read from the store at the first build, saved on change.
         self.state = StrategyState()
+        self.state_loaded = False
 
     def note_appended(self, seqs: Sequence[int], messages: Sequence[Message]) -> None:
         """Cache messages this memory appended, when they extend what is cached.
@@ -166,6 +170,12 @@ class MemoryCore(HistoryReader, Totals):
         self._check_not_shrunk(last)
         yield from self._load_prefix(last)
         stored: CheckpointRecord | None = yield Latest()
+        if not self.state_loaded:
+            saved: dict[str, Any] | None = yield LoadState()
+            if saved is not None:
+                self.state = StrategyState.from_dict(saved)
+            self.state_loaded = True
+        before = self.state
         lock = _LockState()
         retried = False
         while True:
@@ -206,7 +216,16 @@ class MemoryCore(HistoryReader, Totals):
                 lock.notes.append("checkpoint commit conflicted; rebuilt on the newest one")
                 continue
             break
+        if self.state != before:
+            yield from self._save_state(lock.notes)
         return self._finish(last, history, result, lock.notes, dry=dry)
+
+    def _save_state(self, notes: list[str]) -> CoreGen[None]:
+        """Save the changed state; a failure costs only cache stability after a restart."""
+        try:
+            yield SaveState(self.state.to_dict())
+        except StoreError as exc:
+            notes.append(f"the strategy state was not saved ({exc})")
 
     def _commit(
         self,

@@ -19,7 +19,7 @@ from contextfold import _drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ContextfoldError, StoreError
 from contextfold.messages import Message
-from contextfold.stores.base import AsyncStore, Store
+from contextfold.stores.base import AsyncStore, Store, has_async_state_log, has_state_log
 from contextfold.strategies.base import SummaryCall
 from contextfold.strategies.run import acall_summarizer, call_summarizer
 
@@ -67,10 +67,25 @@ class Delete:
     what = "delete the conversation"
 
 
-_StoreOp = Union[LastSeq, Read, Latest, Commit, Lock, Append, Delete]  # noqa: UP007
+@dataclass(frozen=True, slots=True)
+class LoadState:
+    """Read the saved strategy state (None from a store that keeps none)."""
+
+    what = "read the strategy state"
+
+
+@dataclass(frozen=True, slots=True)
+class SaveState:
+    """Save the strategy state (nothing happens on a store that keeps none)."""
+
+    state: dict[str, Any]
+    what = "save the strategy state"
+
+
+_StoreOp = Union[LastSeq, Read, Latest, Commit, Lock, Append, Delete, LoadState, SaveState]  # noqa: UP007
 
 #: What the core yields: a store operation, or a strategy's summary call passed through.
-Op = Union[LastSeq, Read, Latest, Commit, Lock, Append, Delete, SummaryCall]  # noqa: UP007
+Op = Union[_StoreOp, SummaryCall]  # noqa: UP007
 CoreGen = Generator[Op, Any, _T]
 
 
@@ -140,6 +155,10 @@ def _sync_op(store: Store, cid: str, op: _StoreOp) -> Any:
         return store.append(cid, op.messages)
     if isinstance(op, Delete):
         return store.delete(cid)
+    if isinstance(op, LoadState):
+        return store.load_state(cid) if has_state_log(store) else None
+    if isinstance(op, SaveState):
+        return store.save_state(cid, op.state) if has_state_log(store) else None
     raise AssertionError(f"unhandled store operation {op!r}")  # pragma: no cover
 
 
@@ -158,4 +177,10 @@ async def _async_op(store: AsyncStore, cid: str, op: _StoreOp) -> Any:
         return await store.aappend(cid, op.messages)
     if isinstance(op, Delete):
         return await store.adelete(cid)
+    if isinstance(op, LoadState):
+        return await store.aload_state(cid) if has_async_state_log(store) else None
+    if isinstance(op, SaveState):
+        if has_async_state_log(store):
+            await store.asave_state(cid, op.state)
+        return None
     raise AssertionError(f"unhandled store operation {op!r}")  # pragma: no cover

@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message
 from contextfold.stores._checks import check_conversation_id, check_read_args, check_ttl
-from contextfold.stores._codec import encode_checkpoint, encode_messages
+from contextfold.stores._codec import (
+    decode_state,
+    encode_checkpoint,
+    encode_messages,
+    encode_state,
+)
 from contextfold.stores.base import StoredMessage
 
 __all__ = ["LockingOpStore", "OpStore"]
@@ -80,6 +85,14 @@ class OpStore(ABC):
         """Every checkpoint, oldest first."""
 
     @abstractmethod
+    def _op_save_state(self, cid: str, data: str) -> Flow[None]:
+        """Replace the conversation's encoded strategy state."""
+
+    @abstractmethod
+    def _op_load_state(self, cid: str) -> Flow[str | None]:
+        """The encoded strategy state, None when none was saved."""
+
+    @abstractmethod
     def _op_list(self) -> Flow[list[str]]:
         """The conversation ids, sorted."""
 
@@ -137,6 +150,29 @@ class OpStore(ABC):
         """Every committed checkpoint, oldest first."""
         cid = check_conversation_id(conversation_id)
         return self._run(self._op_checkpoints(cid), "checkpoints", cid)
+
+    def save_state(self, conversation_id: str, state: Mapping[str, Any], /) -> None:
+        """Replace the conversation's saved strategy state (see :class:`StateLog`)."""
+        cid = check_conversation_id(conversation_id)
+        self._run(self._op_save_state(cid, encode_state(state)), "save_state", cid, write=True)
+
+    def load_state(self, conversation_id: str, /) -> dict[str, Any] | None:
+        """The saved strategy state, or None (also for an unreadable one)."""
+        cid = check_conversation_id(conversation_id)
+        data = self._run(self._op_load_state(cid), "load_state", cid)
+        return decode_state(data) if data is not None else None
+
+    async def asave_state(self, conversation_id: str, state: Mapping[str, Any], /) -> None:
+        """Async :meth:`save_state`."""
+        cid = check_conversation_id(conversation_id)
+        op = self._op_save_state(cid, encode_state(state))
+        await self._arun(op, "save_state", cid, write=True)
+
+    async def aload_state(self, conversation_id: str, /) -> dict[str, Any] | None:
+        """Async :meth:`load_state`."""
+        cid = check_conversation_id(conversation_id)
+        data = await self._arun(self._op_load_state(cid), "load_state", cid)
+        return decode_state(data) if data is not None else None
 
     def list_conversations(self) -> list[str]:
         """Ids of the stored conversations, sorted."""

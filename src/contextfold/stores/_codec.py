@@ -19,7 +19,7 @@ nothing is silently dropped.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields
 from json.encoder import encode_basestring
 from typing import Any
@@ -33,9 +33,11 @@ __all__ = [
     "decode_checkpoint",
     "decode_message",
     "decode_rows",
+    "decode_state",
     "encode_checkpoint",
     "encode_message",
     "encode_messages",
+    "encode_state",
 ]
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -270,3 +272,26 @@ def decode_checkpoint(
         raise StoreError(
             f"corrupted checkpoint #{position} in conversation {conversation_id!r}: {exc}"
         ) from exc
+
+
+def encode_state(state: Mapping[str, Any]) -> str:
+    """JSON text of a strategy state (sorted keys: the same state is the same bytes)."""
+    if not isinstance(state, Mapping):
+        raise StoreError(f"expected a strategy state mapping, got {type(state).__name__}")
+    try:
+        return json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"strategy state cannot be serialized to JSON: {exc}") from exc
+
+
+def decode_state(data: str | bytes | bytearray) -> dict[str, Any] | None:
+    """A stored strategy state back into a dict; None when it is unreadable.
+
+    A state only makes builds cheaper (it is where a cache-stable window begins), so a
+    damaged one is dropped and the next build starts afresh instead of failing.
+    """
+    try:
+        value = _loads(data)
+    except (ValueError, TypeError):
+        return None
+    return value if isinstance(value, dict) else None

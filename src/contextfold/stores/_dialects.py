@@ -41,6 +41,14 @@ def _sqlite_migrations() -> tuple[Migration, ...]:
         # (``last_seq`` is no longer kept) and rows could be compact (see ``_codec``, which
         # still reads them). An older contextfold could do neither, so it must refuse the file.
         Migration(2, "0002_compact_text_rows", ()),
+        Migration(
+            3,
+            "0003_conversation_state",
+            (
+                "CREATE TABLE IF NOT EXISTS contextfold_state ("
+                " conversation_id TEXT PRIMARY KEY, data TEXT NOT NULL)",
+            ),
+        ),
     )
 
 
@@ -116,7 +124,13 @@ def _sqlite_checkpoint_and_lock_sql() -> dict[str, Any]:
             " WHERE key >= (SELECT base FROM c) AND key < (SELECT base FROM c) + 4294967296",
             "DELETE FROM contextfold_checkpoints WHERE conversation_id = ?",
             "DELETE FROM contextfold_locks WHERE conversation_id = ?",
+            "DELETE FROM contextfold_state WHERE conversation_id = ?",
             "DELETE FROM contextfold_conversations WHERE id = ?",
+        ),
+        "select_state": "SELECT data FROM contextfold_state WHERE conversation_id = ?",
+        "upsert_state": (
+            "INSERT INTO contextfold_state (conversation_id, data) VALUES (?, ?)"
+            " ON CONFLICT (conversation_id) DO UPDATE SET data = excluded.data"
         ),
         "select_lock": "SELECT token, expires_at FROM contextfold_locks WHERE conversation_id = ?",
         "upsert_lock": (
@@ -133,6 +147,7 @@ _SQLITE_LAYOUT = (
     ("contextfold_messages", ("key", "data")),
     ("contextfold_checkpoints", ("conversation_id", "n", "id", "data")),
     ("contextfold_locks", ("conversation_id", "token", "expires_at")),
+    ("contextfold_state", ("conversation_id", "data")),
 )
 
 
@@ -160,7 +175,7 @@ def check_identifier(name: str, what: str) -> str:
     return name
 
 
-def _postgres_migrations(conv: str, msgs: str, ckpts: str) -> tuple[Migration, ...]:
+def _postgres_migrations(conv: str, msgs: str, ckpts: str, state: str) -> tuple[Migration, ...]:
     return (
         Migration(
             1,
@@ -174,6 +189,14 @@ def _postgres_migrations(conv: str, msgs: str, ckpts: str) -> tuple[Migration, .
                 f"CREATE TABLE IF NOT EXISTS {ckpts} ("
                 " conversation_id TEXT NOT NULL, n BIGINT NOT NULL, id TEXT NOT NULL,"
                 " data TEXT NOT NULL, PRIMARY KEY (conversation_id, n))",
+            ),
+        ),
+        Migration(
+            2,
+            "0002_conversation_state",
+            (
+                f"CREATE TABLE IF NOT EXISTS {state} ("
+                " conversation_id TEXT PRIMARY KEY, data TEXT NOT NULL)",
             ),
         ),
     )
@@ -212,15 +235,17 @@ def postgres_dialect(schema: str) -> Dialect:
     conv = f'"{s}".contextfold_conversations'
     msgs = f'"{s}".contextfold_messages'
     ckpts = f'"{s}".contextfold_checkpoints'
+    state = f'"{s}".contextfold_state'
     table = f'"{s}".contextfold_schema'
     latest = f"FROM {ckpts} WHERE conversation_id = %s ORDER BY n DESC LIMIT 1"
     return Dialect(
         name="postgres",
-        migrations=_postgres_migrations(conv, msgs, ckpts),
+        migrations=_postgres_migrations(conv, msgs, ckpts, state),
         layout=(
             ("contextfold_conversations", ("id", "last_seq")),
             ("contextfold_messages", ("conversation_id", "seq", "data")),
             ("contextfold_checkpoints", ("conversation_id", "n", "id", "data")),
+            ("contextfold_state", ("conversation_id", "data")),
         ),
         select_columns=(
             "SELECT lower(column_name) FROM information_schema.columns"
@@ -255,7 +280,13 @@ def postgres_dialect(schema: str) -> Dialect:
         delete_statements=(
             f"DELETE FROM {msgs} WHERE conversation_id = %s",
             f"DELETE FROM {ckpts} WHERE conversation_id = %s",
+            f"DELETE FROM {state} WHERE conversation_id = %s",
             f"DELETE FROM {conv} WHERE id = %s",
+        ),
+        select_state=f"SELECT data FROM {state} WHERE conversation_id = %s",
+        upsert_state=(
+            f"INSERT INTO {state} (conversation_id, data) VALUES (%s, %s)"
+            " ON CONFLICT (conversation_id) DO UPDATE SET data = EXCLUDED.data"
         ),
         **_postgres_append_sql(conv, msgs),
     )

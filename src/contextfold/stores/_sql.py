@@ -96,6 +96,8 @@ class Dialect:
     append_one_shot: str = ""
     packed_keys: bool = False
     insert_conversation: str = ""
+    select_state: str = ""
+    upsert_state: str = ""
     select_lock: str = ""
     upsert_lock: str = ""
     release_lock: str = ""
@@ -305,6 +307,15 @@ def op_checkpoints(d: Dialect, conversation_id: str) -> Op[list[CheckpointRecord
     return [decode_checkpoint(data, conversation_id, int(n)) for n, data in rows]
 
 
+def op_save_state(d: Dialect, conversation_id: str, data: str) -> Op[None]:
+    yield Query(d.upsert_state, (conversation_id, data))
+
+
+def op_load_state(d: Dialect, conversation_id: str) -> Op[str | None]:
+    rows = yield Query(d.select_state, (conversation_id,))
+    return str(rows[0][0]) if rows else None
+
+
 def op_list(d: Dialect) -> Op[list[str]]:
     rows = yield Query(d.select_conversations)
     return sorted(str(row[0]) for row in rows)
@@ -355,6 +366,12 @@ class SQLOpStore(OpStore):
 
     def _op_checkpoints(self, cid: str) -> Op[list[CheckpointRecord]]:
         return op_checkpoints(self._dialect, cid)
+
+    def _op_save_state(self, cid: str, data: str) -> Op[None]:
+        return op_save_state(self._dialect, cid, data)
+
+    def _op_load_state(self, cid: str) -> Op[str | None]:
+        return op_load_state(self._dialect, cid)
 
     def _op_list(self) -> Op[list[str]]:
         return op_list(self._dialect)

@@ -24,10 +24,10 @@ attributes. A backend that only implements a :class:`MessageLog` becomes a :clas
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol, TypeGuard, runtime_checkable
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConfigError, StoreError
@@ -37,17 +37,21 @@ __all__ = [
     "AsyncCheckpointLog",
     "AsyncCompactionLock",
     "AsyncMessageLog",
+    "AsyncStateLog",
     "AsyncStore",
     "CheckpointLog",
     "CompactionLock",
     "MessageLog",
+    "StateLog",
     "Store",
     "StoreConfigError",
     "StoredMessage",
     "has_async_checkpoints",
     "has_async_compaction_lock",
+    "has_async_state_log",
     "has_checkpoints",
     "has_compaction_lock",
+    "has_state_log",
 ]
 
 
@@ -143,6 +147,33 @@ class CompactionLock(Protocol):
 
 
 @runtime_checkable
+class StateLog(Protocol):
+    """A conversation's strategy state, kept so a restarted process builds the same context.
+
+    The state is small (where a cache-stable window begins, failure streaks) and is
+    replaced whole; it is JSON-ready data (see :meth:`StrategyState.to_dict
+    <contextfold.strategies.StrategyState.to_dict>`).
+    """
+
+    def save_state(self, conversation_id: str, state: Mapping[str, Any], /) -> None:
+        """Replace the conversation's saved state."""
+        ...
+
+    def load_state(self, conversation_id: str, /) -> dict[str, Any] | None:
+        """The saved state, or None when none was saved."""
+        ...
+
+
+@runtime_checkable
+class AsyncStateLog(Protocol):
+    """Async :class:`StateLog`."""
+
+    async def asave_state(self, conversation_id: str, state: Mapping[str, Any], /) -> None: ...
+
+    async def aload_state(self, conversation_id: str, /) -> dict[str, Any] | None: ...
+
+
+@runtime_checkable
 class Store(MessageLog, CheckpointLog, CompactionLock, Protocol):
     """Synchronous store: the message log, its checkpoints and the compaction lock."""
 
@@ -211,6 +242,16 @@ def has_compaction_lock(store: object) -> TypeGuard[CompactionLock]:
 def has_async_checkpoints(store: object) -> TypeGuard[AsyncCheckpointLog]:
     """Whether ``store`` keeps checkpoints (async API)."""
     return isinstance(store, AsyncCheckpointLog)
+
+
+def has_state_log(store: object) -> TypeGuard[StateLog]:
+    """Whether ``store`` keeps strategy states (sync API)."""
+    return isinstance(store, StateLog)
+
+
+def has_async_state_log(store: object) -> TypeGuard[AsyncStateLog]:
+    """Whether ``store`` keeps strategy states (async API)."""
+    return isinstance(store, AsyncStateLog)
 
 
 def has_async_compaction_lock(store: object) -> TypeGuard[AsyncCompactionLock]:

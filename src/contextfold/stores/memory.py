@@ -10,9 +10,10 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import StoreError
@@ -23,7 +24,7 @@ from contextfold.stores._checks import (
     check_read_args,
     check_ttl,
 )
-from contextfold.stores._codec import encode_checkpoint
+from contextfold.stores._codec import decode_state, encode_checkpoint, encode_state
 from contextfold.stores.base import StoredMessage
 
 __all__ = ["InMemoryStore"]
@@ -33,6 +34,7 @@ __all__ = ["InMemoryStore"]
 class _Conversation:
     messages: list[Message] = field(default_factory=list)
     checkpoints: list[CheckpointRecord] = field(default_factory=list)
+    state: str | None = None  # the strategy state, as JSON (a copy no caller can mutate)
 
 
 class InMemoryStore:
@@ -158,6 +160,31 @@ class InMemoryStore:
                 with self._lock:
                     if self._locks.get(cid, ("", 0.0))[0] == token:
                         del self._locks[cid]
+
+    def save_state(self, conversation_id: str, state: Mapping[str, Any], /) -> None:
+        """Replace the conversation's saved strategy state (see :class:`StateLog`)."""
+        cid = check_conversation_id(conversation_id)
+        data = encode_state(state)
+        with self._lock:
+            self._check_open()
+            self._conversations.setdefault(cid, _Conversation()).state = data
+
+    def load_state(self, conversation_id: str, /) -> dict[str, Any] | None:
+        """The saved strategy state, or None."""
+        cid = check_conversation_id(conversation_id)
+        with self._lock:
+            self._check_open()
+            conv = self._conversations.get(cid)
+            data = conv.state if conv is not None else None
+        return decode_state(data) if data is not None else None
+
+    async def asave_state(self, conversation_id: str, state: Mapping[str, Any], /) -> None:
+        """Async :meth:`save_state`."""
+        self.save_state(conversation_id, state)
+
+    async def aload_state(self, conversation_id: str, /) -> dict[str, Any] | None:
+        """Async :meth:`load_state`."""
+        return self.load_state(conversation_id)
 
     def list_conversations(self) -> list[str]:
         """Ids of the stored conversations, sorted."""

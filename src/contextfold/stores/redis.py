@@ -248,12 +248,19 @@ class RedisStore(LockingOpStore):
         items = yield _Cmd(("LRANGE", self._key(cid, "k"), 0, -1))
         return [decode_checkpoint(data, cid, i + 1) for i, data in enumerate(items)]
 
+    def _op_save_state(self, cid: str, data: str) -> _Op[None]:
+        yield _Cmd(("SET", self._key(cid, "state"), data))
+
+    def _op_load_state(self, cid: str) -> _Op[str | None]:
+        data = yield _Cmd(("GET", self._key(cid, "state")))
+        return None if data is None else as_text(data)
+
     def _op_list(self) -> _Op[list[str]]:
         members = yield _Cmd(("SMEMBERS", self._index_key))
         return sorted(as_text(m) for m in members)
 
     def _op_delete(self, cid: str) -> _Op[None]:
-        keys = [self._key(cid, s) for s in ("m", "k", "latest", "lock")]
+        keys = [self._key(cid, s) for s in ("m", "k", "latest", "lock", "state")]
         yield _Cmd(multi=(("DEL", *keys), ("SREM", self._index_key, cid)))
 
     def _op_try_lock(self, cid: str, token: str, ttl: float) -> _Op[bool]:

@@ -21,6 +21,7 @@ from contextfold._drive import adrive, drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConflictError
 from contextfold.messages import Message
+from contextfold.stores.base import has_async_state_log, has_state_log
 
 __all__ = ["acheck_store", "check_store"]
 
@@ -52,7 +53,12 @@ class _Sleep:
     seconds: float
 
 
-_Step = _Call | _Lock | _Unlock | _Sleep
+@dataclass(frozen=True)
+class _KeepsState:
+    """Ask whether the store keeps strategy states (an optional ability)."""
+
+
+_Step = _Call | _Lock | _Unlock | _Sleep | _KeepsState
 _Checks = Generator[_Step, Any, None]
 
 
@@ -68,7 +74,21 @@ def _contract(prefix: str) -> _Checks:
     yield from _appends_and_reads(a, b, sent)
     yield from _checkpoints(a, b, sent)
     yield from _compaction_lock(a, b)
+    if (yield _KeepsState()):
+        yield from _strategy_state(a, b)
     yield from _listing_and_deleting(a, b, sent)
+
+
+def _strategy_state(a: str, b: str) -> _Checks:
+    """Saved whole, read back equal from another handle, per conversation, replaced."""
+    _expect((yield _Call(0, "load_state", (a,))) is None, "no state before one is saved")
+    state = {"window": {"start_id": "m-1", "request_id": None}, "failed_compactions": 2}
+    yield _Call(0, "save_state", (a, state))
+    _expect((yield _Call(1, "load_state", (a,))) == state, "a second handle reads the state")
+    _expect((yield _Call(1, "load_state", (b,))) is None, "states are per conversation")
+    yield _Call(1, "save_state", (a, {"failed_compactions": 1}))
+    replaced = yield _Call(0, "load_state", (a,))
+    _expect(replaced == {"failed_compactions": 1}, "a saved state replaces the previous one")
 
 
 def _appends_and_reads(a: str, b: str, sent: list[Message]) -> _Checks:
@@ -142,6 +162,8 @@ def _listing_and_deleting(a: str, b: str, sent: list[Message]) -> _Checks:
     yield _Call(0, "delete", (a,))
     _expect((yield _Call(1, "read", (a,))) == [], "a deleted conversation reads as empty")
     _expect((yield _Call(1, "checkpoints", (a,))) == [], "delete removes the checkpoints")
+    if (yield _KeepsState()):
+        _expect((yield _Call(1, "load_state", (a,))) is None, "delete removes the state")
     _expect(a not in (yield _Call(1, "list_conversations")), "a deleted id is not listed")
     _expect((yield _Call(0, "last_seq", (b,))) == 1, "delete leaves other conversations alone")
     yield _Call(0, "delete", (b,))
@@ -188,6 +210,8 @@ def check_store(make_store: Callable[[], Any], *, prefix: str = "contract") -> N
             taken = _lock_taken(manager.__enter__())
             held[step.key] = manager
             return taken
+        if isinstance(step, _KeepsState):
+            return has_state_log(handles[0])
         if isinstance(step, _Unlock):
             held.pop(step.key).__exit__(None, None, None)
         else:
@@ -225,6 +249,8 @@ async def acheck_store(make_store: Callable[[], Any], *, prefix: str = "contract
             taken = _lock_taken(await manager.__aenter__())
             held[step.key] = manager
             return taken
+        if isinstance(step, _KeepsState):
+            return has_async_state_log(handles[0])
         if isinstance(step, _Unlock):
             await held.pop(step.key).__aexit__(None, None, None)
         else:
