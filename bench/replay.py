@@ -54,12 +54,14 @@ _DIGESTS: dict[int, tuple[Message, bytes]] = {}
 
 
 def digest(m: Message) -> bytes:
-    """A stable hash of a message's content (equal when the message is unchanged)."""
+    """A stable hash of what a provider receives of a message (its id is ours: not sent)."""
     hit = _DIGESTS.get(id(m))
     if hit is not None and hit[0] is m:
         return hit[1]
+    data = m.to_dict()
+    data.pop("id", None)
     value = hashlib.blake2b(
-        json.dumps(m.to_dict(), sort_keys=True, default=str).encode(), digest_size=16
+        json.dumps(data, sort_keys=True, default=str).encode(), digest_size=16
     ).digest()
     _DIGESTS[id(m)] = (m, value)
     return value
