@@ -238,12 +238,16 @@ def open_store(url: str) -> Any:
 
 
 def open_memory(
-    url: str, conversation: str, strategy: Strategy, counter: TokenCounter
+    url: str,
+    conversation: str,
+    strategy: Strategy,
+    counter: TokenCounter,
+    prices: str | None = None,
 ) -> ConversationMemory:
     """The memory of a stored conversation; a bad URL is reported, not raised as a traceback."""
     try:
         return ConversationMemory.open(
-            url, conversation_id=conversation, strategy=strategy, counter=counter
+            url, conversation_id=conversation, strategy=strategy, counter=counter, prices=prices
         )
     except (MissingExtraError, StoreError, FormatError):
         raise

@@ -125,7 +125,9 @@ def _compact_with_store(
     ones, and the memory reuses the stored checkpoint instead of summarizing again.
     """
     conversation = args.conversation or Path(loaded.source).stem or "default"
-    with open_memory(args.store, conversation, strategy, counter) as memory:
+    with open_memory(
+        args.store, conversation, strategy, counter, getattr(args, "prices", None)
+    ) as memory:
         stored = memory.store.last_seq(conversation)
         if stored > len(messages):
             raise UsageError(

@@ -215,7 +215,9 @@ def cmd_log_context(args: argparse.Namespace) -> int:
     counter = build_counter(args.counter)
     strategy = strategy_from_args(args)
     require_existing_store(args.store, conversation=args.conversation)
-    with open_memory(args.store, args.conversation, strategy, counter) as memory:
+    with open_memory(
+        args.store, args.conversation, strategy, counter, getattr(args, "prices", None)
+    ) as memory:
         if memory.store.last_seq(args.conversation) == 0:
             raise UsageError(f"no conversation {args.conversation!r} in {args.store}")
         context = memory.build_context()

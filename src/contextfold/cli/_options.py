@@ -75,6 +75,13 @@ def add_counter(p: argparse.ArgumentParser) -> None:
         help="token counter: approx, approx:CHARS_PER_TOKEN or tiktoken:ENCODING "
         "(default: approx, 4 characters per token)",
     )
+    p.add_argument(
+        "--prices",
+        metavar="MODEL",
+        default=None,
+        help="with --store: estimate the request's input cost with prompt caching under this "
+        "model's prices (e.g. claude-sonnet-4-5, gpt-5), next to resending the full history",
+    )
 
 
 def add_format(p: argparse.ArgumentParser) -> None:

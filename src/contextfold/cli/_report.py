@@ -82,6 +82,11 @@ def memory_stats(memory: ConversationMemory, context: Any, *, budget: int) -> di
         "compacted": st.compacted,
         "fallback": st.fallback_reason if st.fallback else None,
         "lifetime_tokens_saved": st.lifetime_tokens_saved,
+        "stable_prefix_tokens": st.stable_prefix_tokens,
+        "estimated_cost_usd": st.estimated_cost_usd,
+        "full_history_cost_usd": st.full_history_cost_usd,
+        "lifetime_cost_usd": st.lifetime_cost_usd,
+        "lifetime_full_history_cost_usd": st.lifetime_full_history_cost_usd,
     }
 
 
@@ -115,6 +120,12 @@ def print_stats(stats: dict[str, Any], *, title: str, stream: IO[str]) -> None:
         rows.append((f"checkpoint ({state})", stats["checkpoint_id"]))
     if "lifetime_tokens_saved" in stats:
         rows.append(("net saved after summary cost", stats["lifetime_tokens_saved"]))
+    if stats.get("stable_prefix_tokens") is not None:
+        rows.append(("same start as the last context", stats["stable_prefix_tokens"]))
+    if stats.get("estimated_cost_usd") is not None:
+        full = stats.get("full_history_cost_usd")
+        versus = f" (full history: ${full:.5f})" if full is not None else ""
+        rows.append(("estimated input cost", f"${stats['estimated_cost_usd']:.5f}{versus}"))
     rows.append(("fallback", stats["fallback"] or "none"))
     table(title, ("", "value"), rows, stream=stream)
 

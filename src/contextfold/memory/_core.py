@@ -15,6 +15,7 @@ from typing import Any
 from contextfold._drive import relay
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConflictError, StoreError
+from contextfold.memory._bill import CacheFigures, CacheTracker
 from contextfold.memory._context import Context, ContextPlan
 from contextfold.memory._ops import (
     Commit,
@@ -29,6 +30,7 @@ from contextfold.memory._reader import History, HistoryReader
 from contextfold.memory._stats import BuildRecord, Ledger, MemoryStats, with_record
 from contextfold.memory._totals import Totals
 from contextfold.messages import Message
+from contextfold.pricing import ModelPrices
 from contextfold.strategies.base import (
     Strategy,
     StrategyResult,
@@ -108,8 +110,10 @@ class MemoryCore(HistoryReader, Totals):
         counter: TokenCounter,
         tools: tuple[Mapping[str, Any], ...],
         lock_ttl: float,
+        prices: ModelPrices | None = None,
     ) -> None:
         self.strategy = strategy
+        self.prices = prices
         self.counter = counter
         self.tools = tools
         self.lock_ttl = lock_ttl
@@ -137,6 +141,7 @@ class MemoryCore(HistoryReader, Totals):
         # the strategy holds none. Read from the store at the first build, saved on change.
         self.state = StrategyState()
         self.state_loaded = False
+        self.cache = CacheTracker(self.prices)
 
     def note_appended(self, seqs: Sequence[int], messages: Sequence[Message]) -> None:
         """Cache messages this memory appended, when they extend what is cached.
@@ -193,7 +198,7 @@ class MemoryCore(HistoryReader, Totals):
                 history.messages,
                 counter=self.counter,
                 checkpoint=history.checkpoint,
-                state=self.state,
+                state=replace(self.state, cache_cold=self.cache.cold()),
             )
             try:
                 result = yield from relay(plan, partial(self._summarize, lock, stored))
@@ -325,6 +330,16 @@ class MemoryCore(HistoryReader, Totals):
         else:
             ledger = self.ledger
             ledger.add(record)
+        figures = (
+            self.cache.record(
+                result.messages,
+                self.counter,
+                extra_tokens=self.tools_tokens,
+                total_tokens=record.total,
+            )
+            if not dry
+            else None
+        )
         stats = MemoryStats(
             current_tokens=result.tokens,
             message_count=last,
@@ -342,6 +357,7 @@ class MemoryCore(HistoryReader, Totals):
             notes=(*result.notes, *memory_notes),
             total_tokens=record.total,
             lifetime_tokens_saved=record.lifetime,
+            **(_cache_fields(figures) if figures is not None else {}),
             _ledger=ledger,
             _record=record,
         )
@@ -424,3 +440,14 @@ def _without_new_checkpoint(result: StrategyResult) -> StrategyResult:
 
 def _with_checkpoint(result: StrategyResult, committed: CheckpointRecord) -> StrategyResult:
     return _replace_result(result, checkpoint=committed)
+
+
+def _cache_fields(figures: CacheFigures) -> dict[str, Any]:
+    """The :class:`MemoryStats` fields of one build's cache figures."""
+    return {
+        "stable_prefix_tokens": figures.stable_prefix_tokens,
+        "estimated_cost_usd": figures.estimated_cost_usd,
+        "full_history_cost_usd": figures.full_history_cost_usd,
+        "lifetime_cost_usd": figures.lifetime_cost_usd,
+        "lifetime_full_history_cost_usd": figures.lifetime_full_history_cost_usd,
+    }

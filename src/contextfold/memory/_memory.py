@@ -21,6 +21,7 @@ from contextfold.memory._ops import (
 )
 from contextfold.memory._stats import MemoryStats
 from contextfold.messages import Message
+from contextfold.pricing import ModelPrices, prices_for
 from contextfold.stores.base import AsyncStore, Store
 from contextfold.strategies.base import Strategy, StrategyState, tools_of, with_tools
 from contextfold.tokens.base import TokenCounter
@@ -51,6 +52,10 @@ class ConversationMemory:
             are given here the strategy's are the memory's. ``stats.tools_tokens`` is what
             the strategy counted.
         lock_ttl: seconds after which a compaction lock left by a crashed process expires.
+        prices: the model's prices (a :class:`~contextfold.pricing.ModelPrices`, or a model
+            name for :func:`~contextfold.pricing.prices_for`). With them each build's stats
+            estimate the request's cost with prompt caching next to what resending the full
+            history would cost, and a window may move early once the cache has expired.
 
     Raises:
         ConfigError: an argument is of the wrong kind or out of range (raised here, not at
@@ -74,8 +79,16 @@ class ConversationMemory:
         conversation_id: str | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
         lock_ttl: float = 120.0,
+        prices: ModelPrices | str | None = None,
     ) -> None:
         _check_arguments(conversation_id, lock_ttl)
+        if isinstance(prices, str):
+            prices = prices_for(prices)
+        elif prices is not None and not isinstance(prices, ModelPrices):
+            raise ConfigError(
+                f"prices must be a ModelPrices or a model name, got {type(prices).__name__}",
+                argument="prices",
+            )
         tool_list = tuple(tools or ())
         if counter is None:
             from contextfold.tokens.approx import ApproxCounter
@@ -104,6 +117,7 @@ class ConversationMemory:
             counter=counter,
             tools=tool_list,
             lock_ttl=lock_ttl,
+            prices=prices,
         )
 
     @property
@@ -146,6 +160,7 @@ class ConversationMemory:
         counter: TokenCounter | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
         lock_ttl: float = 120.0,
+        prices: ModelPrices | str | None = None,
     ) -> ConversationMemory:
         """Serve a stored conversation (or start it, when the id is new).
 
@@ -160,6 +175,7 @@ class ConversationMemory:
             conversation_id=conversation_id,
             tools=tools,
             lock_ttl=lock_ttl,
+            prices=prices,
         )
         try:
             memory._drive(memory._warm())
@@ -178,6 +194,7 @@ class ConversationMemory:
         counter: TokenCounter | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
         lock_ttl: float = 120.0,
+        prices: ModelPrices | str | None = None,
     ) -> ConversationMemory:
         """Async form of :meth:`open`."""
         memory = cls(
@@ -187,6 +204,7 @@ class ConversationMemory:
             conversation_id=conversation_id,
             tools=tools,
             lock_ttl=lock_ttl,
+            prices=prices,
         )
         try:
             await memory._adrive(memory._warm())

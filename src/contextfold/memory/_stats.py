@@ -105,6 +105,16 @@ class MemoryStats:
             ``summarizer_tokens``, so compaction pays for itself when it is positive. A plan
             adds its projection to the builds before it without being recorded. None while
             the total of this build or of an earlier one is unknown.
+        stable_prefix_tokens: tokens at the start of this context identical, as sent, to the
+            previous context of the conversation (the part a provider's prompt cache can
+            serve); None for the first build of this memory.
+        estimated_cost_usd: the estimated input cost of this request under the memory's
+            ``prices`` with prompt caching (cache reads, writes, expiry); None without prices.
+        full_history_cost_usd: what sending the whole stored history would have cost for this
+            request, cached the same way; None without prices or while the total is unknown.
+        lifetime_cost_usd: ``estimated_cost_usd`` summed over this memory's builds.
+        lifetime_full_history_cost_usd: ``full_history_cost_usd`` summed likewise (None once
+            a total was unknown).
 
     Why ``None``: the total of a long stored conversation is known for free when the memory
     read all of it or appended all of it itself (it then keeps a running total, build by
@@ -132,6 +142,11 @@ class MemoryStats:
     notes: tuple[str, ...] = ()
     total_tokens: int | None = None
     lifetime_tokens_saved: int | None = None
+    stable_prefix_tokens: int | None = None
+    estimated_cost_usd: float | None = None
+    full_history_cost_usd: float | None = None
+    lifetime_cost_usd: float | None = None
+    lifetime_full_history_cost_usd: float | None = None
     _ledger: Ledger | None = field(default=None, repr=False, compare=False)
     _record: BuildRecord | None = field(default=None, repr=False, compare=False)
 
@@ -170,6 +185,11 @@ class MemoryStats:
             "dropped_count": self.dropped_count,
             "summarized_count": self.summarized_count,
             "tools_tokens": self.tools_tokens,
+            "stable_prefix_tokens": self.stable_prefix_tokens,
+            "estimated_cost_usd": self.estimated_cost_usd,
+            "full_history_cost_usd": self.full_history_cost_usd,
+            "lifetime_cost_usd": self.lifetime_cost_usd,
+            "lifetime_full_history_cost_usd": self.lifetime_full_history_cost_usd,
             "notes": list(self.notes),
         }
 

@@ -107,11 +107,15 @@ class StrategyState:
         stages: the states of a :class:`~contextfold.strategies.Pipeline`'s stages, in order.
         window: where the previous context's window began; a cache-stable strategy keeps
             starting there (only appending) until the context would exceed its budget.
+        cache_cold: set by the caller for one build: the provider's prompt cache is known
+            to have expired, so compacting now rewrites nothing that was cached and a
+            strategy may compact ahead of need (down to its lower mark). Never saved.
     """
 
     failed_compactions: int = 0
     stages: tuple[StrategyState, ...] = ()
     window: WindowAnchor | None = None
+    cache_cold: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (defaults left out)."""

@@ -144,13 +144,23 @@ class SlidingWindow(ToolBudget, FrozenConfig):
         if state.window is not None:
             fit = fit_anchored(messages, state.window, self.max_tokens, counter, reserved=reserved)
         note = "appended to the previous window"
+        # A cold cache makes a move free: take it now rather than at the budget.
+        cold = state.cache_cold and fit is not None
+        if (
+            cold
+            and fit is not None
+            and fit.tokens + reserved > low_mark(self.max_tokens, self.compact_to)
+        ):
+            fit = None
         if fit is None:
             fit, note = self._compact(messages, counter, reserved)
+            if cold:
+                note = f"the prompt cache had expired: {note}"
         result = window_result(messages, fit, strategy=self.name, counter=counter, tools=tools)
         return dataclasses.replace(
             result,
             notes=(*result.notes, note),
-            state=dataclasses.replace(state, window=anchor_of(messages, fit)),
+            state=dataclasses.replace(state, window=anchor_of(messages, fit), cache_cold=False),
         )
 
     def _compact(
