@@ -208,3 +208,63 @@ def test_a_lower_mark_means_fewer_compactions() -> None:
         return made
 
     assert compactions(0.5) < compactions(1.0)
+
+
+# -- PruneToolOutputs ------------------------------------------------------------------------
+
+
+def agent_run(steps: int, out: int = 400) -> list[Message]:
+    from contextfold.messages import ToolCallPart
+
+    history = [Message.system("sys", id="s"), Message.user("fix the bug", id="u")]
+    for i in range(steps):
+        call = ToolCallPart(f"c{i}", "read_file", "{}")
+        history.append(Message.assistant(None, tool_calls=[call], id=f"a{i}"))
+        history.append(Message.tool_result(f"c{i}", f"line {i} " * (out // 7), id=f"t{i}"))
+    return history
+
+
+def after_each_result(history: Sequence[Message]) -> list[int]:
+    return [i + 1 for i, m in enumerate(history) if m.tool_results]
+
+
+@pytest.mark.parametrize("budget", [None, 4_000])
+def test_tool_outputs_are_cleared_in_batches_not_one_per_request(budget: int | None) -> None:
+    from contextfold.strategies import PruneToolOutputs
+
+    history = agent_run(40)
+    prune = PruneToolOutputs(keep_recent=2, min_savings=800, max_tokens=budget)
+    builds = grow(prune, history, after_each_result(history), APPROX)
+    edits = 0
+    for (_, before, _), (_, after, tokens) in itertools.pairwise(builds):
+        if budget is not None:
+            assert tokens <= budget
+        if not appends(before, after):
+            edits += 1
+    cleared = sum(
+        1
+        for m in builds[-1][1]
+        for r in m.tool_results
+        if r.text.startswith("[tool output cleared")
+    )
+    assert cleared >= 15  # most old outputs end up cleared ...
+    assert edits <= cleared // 3  # ... several at a time, not one per request
+
+
+def test_cleared_outputs_stay_cleared_while_the_context_fits() -> None:
+    from contextfold.strategies import PruneToolOutputs
+
+    history = agent_run(30)
+    prune = PruneToolOutputs(keep_recent=2, min_savings=500, max_tokens=3_000, compact_to=0.5)
+    state = StrategyState()
+    first = None
+    for end in after_each_result(history):
+        result = run(prune, history[:end], counter=APPROX, state=state)
+        if result.pruned and first is None:
+            first = set(result.pruned)
+            assert result.tokens <= 1_500 + APPROX.count_messages(history[end - 4 : end])
+        if first is not None:
+            assert first <= set(result.pruned)  # never restored once cleared
+        state = result.state
+    assert first is not None
+    assert StrategyState.from_dict(state.to_dict()).pruned_through == state.pruned_through

@@ -75,7 +75,9 @@ def test_budget_prunes_oldest_first_only_as_needed() -> None:
     total = CHARS.count_messages(history)
     budget = total - 250
     result = run(
-        PruneToolOutputs(keep_recent=1, min_savings=10, max_tokens=budget), history, counter=CHARS
+        PruneToolOutputs(keep_recent=1, min_savings=10, max_tokens=budget, compact_to=1.0),
+        history,
+        counter=CHARS,
     )
     assert result.pruned == ("t0", "t1")  # one clearing saves ~160: two are needed
     assert result.tokens <= budget

@@ -107,6 +107,9 @@ class StrategyState:
         stages: the states of a :class:`~contextfold.strategies.Pipeline`'s stages, in order.
         window: where the previous context's window began; a cache-stable strategy keeps
             starting there (only appending) until the context would exceed its budget.
+        pruned_through: id of the newest message whose tool outputs a
+            :class:`~contextfold.strategies.PruneToolOutputs` cleared; outputs up to it stay
+            cleared, newer ones are cleared in one batch when it pays.
         cache_cold: set by the caller for one build: the provider's prompt cache is known
             to have expired, so compacting now rewrites nothing that was cached and a
             strategy may compact ahead of need (down to its lower mark). Never saved.
@@ -115,6 +118,7 @@ class StrategyState:
     failed_compactions: int = 0
     stages: tuple[StrategyState, ...] = ()
     window: WindowAnchor | None = None
+    pruned_through: str | None = None
     cache_cold: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,6 +130,8 @@ class StrategyState:
             out["stages"] = [stage.to_dict() for stage in self.stages]
         if self.window is not None:
             out["window"] = self.window.to_dict()
+        if self.pruned_through is not None:
+            out["pruned_through"] = self.pruned_through
         return out
 
     @classmethod
@@ -141,6 +147,9 @@ class StrategyState:
             failed_compactions=failed,
             stages=tuple(cls.from_dict(s) for s in stages if isinstance(s, Mapping)),
             window=WindowAnchor.from_dict(data.get("window")),
+            pruned_through=through
+            if isinstance(through := data.get("pruned_through"), str)
+            else None,
         )
 
     def stage(self, index: int) -> StrategyState:

@@ -11,10 +11,17 @@ changed, so a pruned output can always be restored. Pruning happens only when it
 least ``min_savings`` tokens, so a request never pays for a cache-breaking edit that buys
 almost nothing. Put it first in a :class:`~contextfold.strategies.Pipeline`, before a
 summarizing strategy: when pruning relieves the pressure, no summarizer is called.
+
+Cache-stable in batches: given the conversation's state, the outputs cleared once stay
+cleared and newer ones stay intact until clearing them is needed (the context would exceed
+``max_tokens``) or, without a budget, until they are worth ``min_savings`` together. Then
+they are cleared in one step (with a budget, down to ``compact_to``), so the requests in
+between send the same prefix and the provider's prompt cache keeps hitting.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -23,7 +30,14 @@ from contextfold.errors import ConfigError
 from contextfold.messages import Message, Part, ToolResultPart
 from contextfold.strategies._assembly import require_fit
 from contextfold.strategies._common import prepare, with_overhead_notes
-from contextfold.strategies._config import FrozenConfig, ToolBudget, check_option
+from contextfold.strategies._config import (
+    DEFAULT_COMPACT_TO,
+    FrozenConfig,
+    ToolBudget,
+    check_compact_to,
+    check_option,
+    low_mark,
+)
 from contextfold.strategies._window import cut_points, fit_window
 from contextfold.strategies.base import PlanGenerator, StrategyResult, StrategyState
 from contextfold.tokens.base import TokenCounter
@@ -54,6 +68,9 @@ class PruneToolOutputs(ToolBudget, FrozenConfig):
             carried (a :class:`~contextfold.strategies.Pipeline` hands its own to a stage
             that has none).
         reserve_tokens: tokens kept free besides the messages and tools (with ``max_tokens``).
+        compact_to: with ``max_tokens``, the request size a batch of clearing aims for (a
+            fraction of ``max_tokens``, or a token count); ``1.0`` clears only as far as the
+            budget needs.
 
     Raises:
         ConfigError: an option is out of range or the marker has an unknown placeholder.
@@ -70,12 +87,18 @@ class PruneToolOutputs(ToolBudget, FrozenConfig):
         max_tokens: int | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
         reserve_tokens: int = 0,
+        compact_to: float | int = DEFAULT_COMPACT_TO,
     ) -> None:
         check_option("keep_recent", keep_recent, 0)
         check_option("keep_recent_turns", keep_recent_turns, 0)
         check_option("min_savings", min_savings, 0)
         if max_tokens is not None:
             check_option("max_tokens", max_tokens, 1)
+            check_compact_to(compact_to, max_tokens)
+        elif not isinstance(compact_to, (int, float)) or isinstance(compact_to, bool):
+            raise ConfigError(
+                f"compact_to must be a number, got {compact_to!r}", argument="compact_to"
+            )
         try:
             marker.format(name="tool", tokens=1, chars=1, call_id="call")
         except (KeyError, IndexError, ValueError) as exc:
@@ -86,6 +109,7 @@ class PruneToolOutputs(ToolBudget, FrozenConfig):
         self.min_savings = min_savings
         self.marker = marker
         self.max_tokens = max_tokens
+        self.compact_to = compact_to
         self._init_tools(tools, reserve_tokens)
         self._freeze()
 
@@ -109,16 +133,24 @@ class PruneToolOutputs(ToolBudget, FrozenConfig):
         checkpoint: CheckpointRecord | None = None,
         state: StrategyState | None = None,
     ) -> PlanGenerator:
-        """Return the pruned context; never yields. ``checkpoint`` and ``state`` are not used.
+        """Return the pruned context; never yields. ``checkpoint`` is not used.
+
+        ``state`` carries which outputs are already cleared (see the module docstring).
 
         Raises:
             PairingError: the history breaks the tool-pair invariant.
             BudgetError: with ``max_tokens``, the prefix and the newest message cannot fit.
         """
-        return self.prune(messages, counter=counter)
+        return self.prune(messages, counter=counter, state=state)
         yield  # pragma: no cover - makes this a generator
 
-    def prune(self, messages: Sequence[Message], *, counter: TokenCounter) -> StrategyResult:
+    def prune(
+        self,
+        messages: Sequence[Message],
+        *,
+        counter: TokenCounter,
+        state: StrategyState | None = None,
+    ) -> StrategyResult:
         """Build the pruned context directly (what :meth:`plan` returns).
 
         Raises:
@@ -126,14 +158,19 @@ class PruneToolOutputs(ToolBudget, FrozenConfig):
             BudgetError: with ``max_tokens``, the tool schemas and reserve alone, or with the
                 prefix and the newest message, exceed it.
         """
+        state = state if state is not None else StrategyState()
         if self.max_tokens is None:
-            return self._prune(messages, counter, None)
+            return self._prune(messages, counter, None, state)
         budget, tools = self._budget(self.max_tokens, counter)
-        result = self._prune(messages, counter, budget)
+        result = self._prune(messages, counter, budget, state)
         return with_overhead_notes(result, tools, self.reserve_tokens)
 
     def _prune(
-        self, messages: Sequence[Message], counter: TokenCounter, budget: int | None
+        self,
+        messages: Sequence[Message],
+        counter: TokenCounter,
+        budget: int | None,
+        state: StrategyState,
     ) -> StrategyResult:
         history = messages
         p = prepare(history)
@@ -144,40 +181,66 @@ class PruneToolOutputs(ToolBudget, FrozenConfig):
                 history, p, cuts, counter, self.max_tokens, reserved=self.max_tokens - budget
             )
         total = counter.count_messages(history)
-        if budget is not None and total <= budget:
+        through = _index_of(history, state.pruned_through, p)
+        if budget is not None and total <= budget and through < p:
             return self._result(
-                history, list(history), total, (), (), ["the history fits"], counter
+                history, list(history), total, (), (), ["the history fits"], counter, state
             )
-
         names = _call_names(history)
-        protected_from = self._protected_from(history, p)
         out = list(history)
         pruned: list[int] = []
-        saved = 0
-        for i in range(p, protected_from):
-            m = history[i]
-            if not m.tool_results:
-                continue
-            new = self._prune_message(m, names, counter)
-            if new is None:
-                continue
-            gain = counter.count_message(m) - counter.count_message(new)
-            if gain <= 0:
-                continue
-            if budget is not None and total - saved <= budget and saved >= self.min_savings:
+        kept = saved = 0  # what the outputs cleared before save
+        for i in range(p, through + 1):
+            kept += self._clear(history, i, out, pruned, names, counter)
+        if budget is not None and total - kept <= budget:
+            note = f"kept the {len(pruned)} tool output messages cleared before"
+            return self._trim(history, out, tuple(pruned), [note], counter, budget, state)
+        target = budget if budget is None else budget - (self.max_tokens or 0) + self._low()
+        protected_from = self._protected_from(history, p)
+        batch: list[int] = []
+        for i in range(through + 1, protected_from):
+            if target is not None and total - kept - saved <= target and saved >= self.min_savings:
                 break
-            out[i] = new
-            pruned.append(i)
-            saved += gain
-        if not pruned or saved < self.min_savings:
+            saved += self._clear(history, i, out, batch, names, counter)
+        if not batch or saved < self.min_savings:
             note = (
                 "no tool output old enough to clear"
-                if not pruned
+                if not batch
                 else f"clearing would save {saved} tokens, under min_savings={self.min_savings}"
             )
-            return self._trim(history, list(history), (), [note], counter, budget)
-        note = f"cleared {len(pruned)} old tool output messages, saving {saved} tokens"
-        return self._trim(history, out, tuple(pruned), [note], counter, budget)
+            for i in batch:
+                out[i] = history[i]
+            return self._trim(history, out, tuple(pruned), [note], counter, budget, state)
+        note = f"cleared {len(batch)} old tool output messages, saving {saved} tokens"
+        state = dataclasses.replace(state, pruned_through=history[batch[-1]].id)
+        return self._trim(history, out, (*pruned, *batch), [note], counter, budget, state)
+
+    def _low(self) -> int:
+        assert self.max_tokens is not None
+        return low_mark(self.max_tokens, self.compact_to)
+
+    def _clear(
+        self,
+        history: Sequence[Message],
+        i: int,
+        out: list[Message],
+        pruned: list[int],
+        names: dict[str, str],
+        counter: TokenCounter,
+    ) -> int:
+        """Clear message ``i``'s eligible outputs into ``out``; the tokens saved (0: none)."""
+        m = history[i]
+        if not m.tool_results:
+            return 0
+        new = self._prune_message(m, names, counter)
+        if new is None:
+            return 0
+        gain = counter.count_message(m) - counter.count_message(new)
+        if gain <= 0:
+            return 0
+        out[i] = new
+        pruned.append(i)
+        return gain
 
     # -- internals ----------------------------------------------------------------------
 
@@ -237,6 +300,7 @@ class PruneToolOutputs(ToolBudget, FrozenConfig):
         notes: list[str],
         counter: TokenCounter,
         budget: int | None,
+        state: StrategyState,
     ) -> StrategyResult:
         tokens = counter.count_messages(out)
         dropped: tuple[tuple[int, int], ...] = ()
@@ -252,7 +316,7 @@ class PruneToolOutputs(ToolBudget, FrozenConfig):
             out = fit.messages(out)
             tokens = fit.tokens
             pruned = tuple(i for i in pruned if not any(a <= i < b for a, b in dropped))
-        return self._result(history, out, tokens, pruned, dropped, notes, counter)
+        return self._result(history, out, tokens, pruned, dropped, notes, counter, state)
 
     def _result(
         self,
@@ -263,6 +327,7 @@ class PruneToolOutputs(ToolBudget, FrozenConfig):
         dropped: tuple[tuple[int, int], ...],
         notes: list[str],
         counter: TokenCounter,
+        state: StrategyState,
     ) -> StrategyResult:
         gone = set(pruned).union(*(range(a, b) for a, b in dropped))
         kept = tuple(history[i].id for i in range(len(history)) if i not in gone)
@@ -276,7 +341,17 @@ class PruneToolOutputs(ToolBudget, FrozenConfig):
             dropped_ranges=dropped,
             pruned=tuple(history[i].id for i in pruned),
             notes=tuple(notes),
+            state=state,
         )
+
+
+def _index_of(history: Sequence[Message], message_id: str | None, floor: int) -> int:
+    """Index of the newest message ``message_id`` at or after ``floor``; ``floor - 1`` if none."""
+    if message_id is not None:
+        for i in range(len(history) - 1, floor - 1, -1):
+            if history[i].id == message_id:
+                return i
+    return floor - 1
 
 
 def _call_names(history: Sequence[Message]) -> dict[str, str]:
