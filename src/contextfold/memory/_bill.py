@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from contextfold.messages import Message
 from contextfold.pricing import CacheSimulator, ModelPrices
 from contextfold.tokens.base import TokenCounter
+from contextfold.usage import Usage
 
 __all__ = ["CacheFigures", "CacheTracker", "sent_digest"]
 
@@ -85,8 +86,14 @@ class CacheTracker:
         *,
         extra_tokens: int,
         total_tokens: int | None,
+        summarizer_usage: Usage | None = None,
     ) -> CacheFigures:
-        """Account for one request sending ``messages`` (plus ``extra_tokens`` of tools)."""
+        """Account for one request sending ``messages`` (plus ``extra_tokens`` of tools).
+
+        ``summarizer_usage``, the summarizer calls the build made, is priced under the same
+        prices (as the summarizer reported them: uncached input, cache reads and writes,
+        output) and added to the request's cost: a compaction is paid for where it happens.
+        """
         digests = self._digests(messages)
         counts = [counter.count_message(m) for m in messages]
         stable = None
@@ -103,12 +110,20 @@ class CacheTracker:
         bill = self.sim.bill([extra_tokens, *counts], [b"tools", *digests], at=at)
         full = self._full_history_cost(total_tokens, extra_tokens, at)
         self.last_at = at
-        self.lifetime += bill.cost
+        cost = bill.cost
+        if summarizer_usage is not None:
+            cost += self.prices.cost(
+                uncached_tokens=summarizer_usage.input_tokens,
+                cache_read_tokens=summarizer_usage.cache_read_tokens,
+                cache_write_tokens=summarizer_usage.cache_write_tokens,
+                output_tokens=summarizer_usage.output_tokens,
+            )
+        self.lifetime += cost
         if full is None or self.lifetime_full is None:
             self.lifetime_full = None
         else:
             self.lifetime_full += full
-        return CacheFigures(stable, bill.cost, full, self.lifetime, self.lifetime_full)
+        return CacheFigures(stable, cost, full, self.lifetime, self.lifetime_full)
 
     def _digests(self, messages: Sequence[Message]) -> list[bytes]:
         """Digests of ``messages``, reusing the previous context's for the same objects."""

@@ -336,6 +336,7 @@ class MemoryCore(HistoryReader, Totals):
                 self.counter,
                 extra_tokens=self.tools_tokens,
                 total_tokens=record.total,
+                summarizer_usage=usage,
             )
             if not dry
             else None

@@ -109,7 +109,8 @@ class MemoryStats:
             previous context of the conversation (the part a provider's prompt cache can
             serve); None for the first build of this memory.
         estimated_cost_usd: the estimated input cost of this request under the memory's
-            ``prices`` with prompt caching (cache reads, writes, expiry); None without prices.
+            ``prices`` with prompt caching (cache reads, writes, expiry), plus the summarizer
+            calls the build made, priced the same way; None without prices.
         full_history_cost_usd: what sending the whole stored history would have cost for this
             request, cached the same way; None without prices or while the total is unknown.
         lifetime_cost_usd: ``estimated_cost_usd`` summed over this memory's builds.

@@ -54,6 +54,18 @@ def check_compact_to(value: object, max_tokens: int) -> None:
     )
 
 
+def check_mode(mode: object) -> None:
+    """Reject a summary request mode other than ``"isolated"`` and ``"cache_aligned"``.
+
+    Raises:
+        ConfigError: naming ``mode`` and the value given.
+    """
+    if mode not in ("isolated", "cache_aligned"):
+        raise ConfigError(
+            f"mode must be 'isolated' or 'cache_aligned', got {mode!r}", argument="mode"
+        )
+
+
 def low_mark(max_tokens: int, compact_to: float | int) -> int:
     """The request size, in tokens, a compaction brings the context down to.
 

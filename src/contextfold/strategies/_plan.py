@@ -18,7 +18,7 @@ from typing import Any, TypeAlias
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.framing import SummaryPlacement, span_summary_id, summary_message_tokens
-from contextfold.messages import Message
+from contextfold.messages import Message, TextPart
 from contextfold.strategies._assembly import Assembly, assemble, require_fit, trim_view
 from contextfold.strategies._common import (
     LoopGuard,
@@ -33,6 +33,7 @@ from contextfold.strategies._config import (
     FrozenConfig,
     ToolBudget,
     check_compact_to,
+    check_mode,
     check_option,
     low_mark,
 )
@@ -45,6 +46,7 @@ from contextfold.strategies.base import (
 )
 from contextfold.summarizers.base import (
     AsyncSummarizer,
+    RequestMode,
     SummarizationResult,
     Summarizer,
     SummaryRequest,
@@ -134,6 +136,7 @@ class SummarizingStrategy(BudgetedStrategy):
     placement: SummaryPlacement
     summarizer: Summarizer | AsyncSummarizer
     max_failed_compactions: int
+    mode: RequestMode = "isolated"
 
     @property
     @abstractmethod
@@ -155,6 +158,7 @@ class SummarizingStrategy(BudgetedStrategy):
         reserve_tokens: int,
         options: Sequence[tuple[str, object]] = (),
         compact_to: float | int = DEFAULT_COMPACT_TO,
+        mode: RequestMode = "isolated",
     ) -> None:
         """Check and set the options :class:`Summarization` and ``Hybrid`` share.
 
@@ -170,6 +174,8 @@ class SummarizingStrategy(BudgetedStrategy):
             check_option(option, value, 1)
         check_option("max_failed_compactions", max_failed_compactions, 0)
         check_compact_to(compact_to, max_tokens)
+        check_mode(mode)
+        self.mode = mode
         self.max_tokens = max_tokens
         self.compact_to = compact_to
         self.keep_recent = keep_recent
@@ -205,6 +211,41 @@ class SummarizingStrategy(BudgetedStrategy):
     @abstractmethod
     def _fold(self, st: PlanState, budget: int) -> PlanGenerator:
         """The plan once opened, with ``budget`` the tokens left for the messages."""
+
+    def _summary_request(
+        self,
+        st: PlanState,
+        span: Sequence[Message],
+        *,
+        previous: str | None,
+        previous_sid: str,
+        max_output: int | None,
+        deadline: float | None,
+    ) -> SummaryRequest:
+        """The summary request for ``span``, merged into ``previous`` when there is one.
+
+        In ``cache_aligned`` mode the request also carries what the conversation's context
+        starts with (its system prefix, the previous summary, the tool schemas), so a
+        summarizer that replays them reuses the provider's cached prefix instead of paying
+        for the span again.
+        """
+        aligned: dict[str, Any] = {}
+        if self.mode == "cache_aligned":
+            prefix: tuple[Message, ...] = ()
+            if previous is not None:
+                framed = TextPart(st.placement.frame(previous))
+                prefix = (Message(st.placement.role, (framed,), id=previous_sid),)
+            system = tuple(st.history[: st.prefix_len])
+            aligned = {"mode": self.mode, "system": system, "prefix": prefix, "tools": self.tools}
+        return SummaryRequest(
+            tuple(span),
+            previous_summary=previous,
+            kind="update" if previous is not None else "summary",
+            instructions=self.instructions,
+            max_output_tokens=max_output,
+            deadline=deadline,
+            **aligned,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,6 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from contextfold.errors import ConfigError
 from contextfold.framing import (
     SummaryPlacement,
     span_summary_id,
@@ -57,7 +56,12 @@ from contextfold.strategies._common import (
     deadline_from,
     summarizer_fingerprint,
 )
-from contextfold.strategies._config import DEFAULT_COMPACT_TO, check_compact_to, check_option
+from contextfold.strategies._config import (
+    DEFAULT_COMPACT_TO,
+    check_compact_to,
+    check_mode,
+    check_option,
+)
 from contextfold.strategies._files import FileTrail
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
 from contextfold.strategies._split_turn import SplitSpan, joined_text, split_span
@@ -147,10 +151,7 @@ class Checkpoint(SummarizingStrategy):
         if keep_recent_tokens is None:
             keep_recent_tokens = max_tokens // 4
         check_option("keep_recent_tokens", keep_recent_tokens, 0)
-        if mode not in ("isolated", "cache_aligned"):
-            raise ConfigError(
-                f"mode must be 'isolated' or 'cache_aligned', got {mode!r}", argument="mode"
-            )
+        check_mode(mode)
         if max_output_tokens is not None:
             check_option("max_output_tokens", max_output_tokens, 1)
         check_option("max_failed_compactions", max_failed_compactions, 0)
@@ -254,7 +255,7 @@ class Checkpoint(SummarizingStrategy):
                 known_tokens_before=None if st.prior is not None else view.tokens,
             )
         prefix_tokens = st.counter.count_messages(st.history[: st.prefix_len])
-        target = self._target(budget)  # the tail and checkpoint keep to the lower mark
+        target = self._target(budget)  # the verbatim tail keeps to the lower mark
         k = self._tail_start(st.history, st.cuts, st.base_from, st.counter, prefix_tokens, target)
         if k <= st.base_from:
             return st.fallback(
@@ -263,7 +264,7 @@ class Checkpoint(SummarizingStrategy):
         if st.guard.tripped:
             return st.fallback(st.guard.describe(), None, kept="checkpoint")
 
-        span = split_span(st, k, target, prefix_tokens, self.max_output_tokens)
+        span = split_span(st, k, budget, prefix_tokens, self.max_output_tokens)
         files = FileTrail.of(st.prior)
         usage = Usage()
         results: list[SummarizationResult] = []

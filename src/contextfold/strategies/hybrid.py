@@ -40,9 +40,9 @@ from contextfold.strategies.base import (
 )
 from contextfold.summarizers.base import (
     AsyncSummarizer,
+    RequestMode,
     SummarizationResult,
     Summarizer,
-    SummaryRequest,
     Usage,
 )
 
@@ -67,6 +67,10 @@ class Hybrid(SummarizingStrategy):
             under budget, stop calling the summarizer and fall back (0 disables the guard).
         tools: the tool schemas sent with each request; they count against ``max_tokens``
             (the summary, the recent messages and the fallback window fit what is left).
+        mode: ``"isolated"`` (a serialized transcript under our own prompt) or
+            ``"cache_aligned"`` (the request carries the conversation's system prefix,
+            previous summary and tool schemas, so the summarizer can replay them and reuse
+            the provider's cached prefix; see :class:`~contextfold.summarizers.SummaryRequest`).
         compact_to: the lower mark a compaction brings the request down to (a fraction of
             ``max_tokens``, or a token count), so the next turns append instead of compacting
             again; ``1.0`` compacts only as far as the budget needs.
@@ -92,6 +96,7 @@ class Hybrid(SummarizingStrategy):
         tools: Sequence[Mapping[str, Any]] | None = None,
         reserve_tokens: int = 0,
         compact_to: float | int = DEFAULT_COMPACT_TO,
+        mode: RequestMode = "isolated",
     ) -> None:
         self._init_summarizing(
             max_tokens,
@@ -105,6 +110,7 @@ class Hybrid(SummarizingStrategy):
             tools=tools,
             reserve_tokens=reserve_tokens,
             compact_to=compact_to,
+            mode=mode,
             options=(("chunk_size", chunk_size), ("max_chunks", max_chunks)),
         )
         self.chunk_size = chunk_size
@@ -154,12 +160,12 @@ class Hybrid(SummarizingStrategy):
                 break
             end = _chunk_end(st.cuts, run.covered_end + self.chunk_size, limit)
             chunk = tuple(history[run.covered_end : end])
-            request = SummaryRequest(
+            request = self._summary_request(
+                st,
                 chunk,
-                previous_summary=run.running,
-                kind="update" if run.running is not None else "summary",
-                instructions=self.instructions,
-                max_output_tokens=max_output,
+                previous=run.running,
+                previous_sid=st.prior_sid,
+                max_output=max_output,
                 deadline=deadline,
             )
             chunk_tokens = counter.count_messages(chunk)

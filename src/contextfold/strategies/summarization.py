@@ -28,6 +28,7 @@ from contextfold.strategies._window import fit_tail
 from contextfold.strategies.base import PlanGenerator, StrategyResult
 from contextfold.summarizers.base import (
     AsyncSummarizer,
+    RequestMode,
     SummarizationResult,
     Summarizer,
     SummaryRequest,
@@ -54,6 +55,10 @@ class Summarization(SummarizingStrategy):
             under budget, stop calling the summarizer and fall back (0 disables the guard).
         tools: the tool schemas sent with each request; they count against ``max_tokens``
             (the summary, the recent messages and the fallback window fit what is left).
+        mode: ``"isolated"`` (a serialized transcript under our own prompt) or
+            ``"cache_aligned"`` (the request carries the conversation's system prefix,
+            previous summary and tool schemas, so the summarizer can replay them and reuse
+            the provider's cached prefix; see :class:`~contextfold.summarizers.SummaryRequest`).
         compact_to: the lower mark a compaction brings the request down to (a fraction of
             ``max_tokens``, or a token count), so the next turns append instead of compacting
             again; ``1.0`` compacts only as far as the budget needs.
@@ -77,6 +82,7 @@ class Summarization(SummarizingStrategy):
         tools: Sequence[Mapping[str, Any]] | None = None,
         reserve_tokens: int = 0,
         compact_to: float | int = DEFAULT_COMPACT_TO,
+        mode: RequestMode = "isolated",
     ) -> None:
         self._init_summarizing(
             max_tokens,
@@ -90,6 +96,7 @@ class Summarization(SummarizingStrategy):
             tools=tools,
             reserve_tokens=reserve_tokens,
             compact_to=compact_to,
+            mode=mode,
         )
         self._freeze()
 
@@ -137,12 +144,12 @@ class Summarization(SummarizingStrategy):
         found = st.covered is not None and st.covered > p
         # The covered messages were not passed in: merge the prior summary instead.
         update = prior is not None and not found
-        request = SummaryRequest(
+        request = self._summary_request(
+            st,
             span,
-            previous_summary=st.prior_text if update else None,
-            kind="update" if update else "summary",
-            instructions=self.instructions,
-            max_output_tokens=max_output,
+            previous=st.prior_text if update else None,
+            previous_sid=st.prior_sid,
+            max_output=max_output,
             deadline=deadline_from(self.deadline_s),
         )
         result, usage, problem = yield from st.summarize(self.summarizer, request, end=k)
