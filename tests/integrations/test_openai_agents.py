@@ -345,3 +345,15 @@ def test_pair_safe_tail() -> None:
     assert pair_safe_tail(items, 2) == []
     assert pair_safe_tail(items, 4) == items
     assert pair_safe_tail(items, 3) == [items[1], items[3]]
+
+
+def test_comparison_benchmark_runs_tiny() -> None:
+    from bench import integrations_openai_agents as bench
+
+    rows = {r["setup"]: r for r in bench.run(3, out=None)}
+    assert set(rows) == set(bench.SETUPS)
+    ours, plain = rows["contextfold"], rows["SDK SQLiteSession"]
+    assert ours["model_calls"] == plain["model_calls"] == 6
+    assert ours["requests_with_broken_pairs"] == 0
+    assert ours["largest_request"] <= min(bench.BUDGET, plain["largest_request"])
+    assert "| contextfold | 6 |" in bench.table(list(rows.values()))
