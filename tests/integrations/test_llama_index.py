@@ -312,4 +312,7 @@ def test_memory_rejects_bad_arguments() -> None:
     with pytest.raises(ConfigError) as info:
         ContextfoldMemory("s", strategy="window")  # type: ignore[arg-type]
     assert info.value.argument == "strategy"
+    with pytest.raises(ConfigError) as info:
+        ContextfoldMemory("s", counter="approx")  # type: ignore[arg-type]
+    assert info.value.argument == "counter"
     assert ContextfoldMemory.from_defaults().session_id == "chat_history"

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -201,8 +203,41 @@ def test_input_filter_rejects_bad_arguments() -> None:
         input_filter(SlidingWindow(100), key="id")  # type: ignore[arg-type]
     assert info.value.argument == "key"
     with pytest.raises(ConfigError) as info:
+        input_filter(SlidingWindow(100), counter=len)  # type: ignore[arg-type]
+    assert info.value.argument == "counter"
+    with pytest.raises(ConfigError) as info:
         InMemorySummaryCache(max_entries=0)
     assert info.value.argument == "max_entries"
+
+
+def test_filter_falls_back_to_the_window_when_the_summarizer_fails(wire: WireServer) -> None:
+    summarizer = FakeSummarizer(fail="error")
+    budget = 600
+    cache = InMemorySummaryCache()
+    flt = input_filter(hybrid(budget, summarizer), cache=cache, key=lambda data: "run")
+    wire.script(*tool_turn_script(1, 8))
+    result = run_sync(make_agent(wire), "Where are my orders?",
+                      run_config=RunConfig(call_model_input_filter=flt))  # fmt: skip
+    assert result.final_output == "Order answer 1."
+    summaries = [check_request(r.body, budget) for r in model_calls(wire)]
+    assert not any(summaries)  # no summary was invented; the window kept every call in budget
+    entry = cache.get("run")
+    assert entry is not None
+    assert entry.checkpoint is None
+    # The failure streak is carried from call to call: the loop guard stops calling a
+    # summarizer that keeps failing, so it ran fewer times than there were model calls.
+    assert entry.state.failed_compactions >= 1
+    assert 0 < summarizer.calls < len(summaries)
+
+
+def test_importing_the_module_does_not_import_the_sdk() -> None:
+    code = (
+        "import sys, contextfold.integrations.openai_agents as m; "
+        "assert 'agents' not in sys.modules, 'agents imported'; print(m.pair_safe_tail([], 1))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 # -- ContextfoldSession ------------------------------------------------------------------------
@@ -239,6 +274,7 @@ async def test_session_over_every_store_keeps_everything_and_sends_the_compacted
         f"call_{10 * t + 1}" for t in range(6)
     ]
     view = await session.get_items()
+    assert await session.get_items(limit=3) == pair_safe_tail(view, 3)
     assert len(view) < len(stored)
     assert "summary of" in str(view[:2])
     # Summaries are committed to the store and reused by later runs, not redone each run.

@@ -19,7 +19,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from contextfold.errors import ConfigError, MissingExtraError
+from contextfold.errors import MissingExtraError
+from contextfold.integrations._checks import (
+    check_counter,
+    check_session_id,
+    check_strategy,
+    resolve_store,
+)
 from contextfold.integrations._llama_index_messages import (
     RECORD,
     from_chat_messages,
@@ -28,7 +34,6 @@ from contextfold.integrations._llama_index_messages import (
 )
 from contextfold.memory import ConversationMemory
 from contextfold.messages import Message
-from contextfold.stores import open_store
 from contextfold.stores.base import AsyncMessageLog, AsyncStore, Store
 from contextfold.strategies.base import Strategy
 from contextfold.tokens.base import TokenCounter
@@ -70,8 +75,8 @@ class ContextfoldMemory(BaseMemory):
     deleted and written again. ``reset()`` deletes it.
 
     Raises:
-        ConfigError: ``session_id`` is not a non-empty string, or ``store`` / ``strategy`` is
-            of the wrong kind.
+        ConfigError: ``session_id`` is not a non-empty string, or ``store``, ``strategy`` or
+            ``counter`` is of the wrong kind.
     """
 
     session_id: str
@@ -88,25 +93,13 @@ class ContextfoldMemory(BaseMemory):
         strategy: Strategy | None = None,
         counter: TokenCounter | None = None,
     ) -> None:
-        if not isinstance(session_id, str) or not session_id:
-            raise ConfigError(
-                f"session_id must be a non-empty string, got {session_id!r}", argument="session_id"
-            )
-        if strategy is not None and not isinstance(strategy, Strategy):
-            raise ConfigError(
-                f"strategy must be a contextfold Strategy, got {type(strategy).__name__}",
-                argument="strategy",
-            )
+        check_session_id(session_id)
+        if strategy is not None:
+            check_strategy(strategy)
+        check_counter(counter)
         fields: dict[str, Any] = {"session_id": session_id}  # the pydantic field
         super().__init__(**fields)
-        if store is None or isinstance(store, str):
-            self._owns_store = True
-            store = open_store(store or "memory://")
-        if not isinstance(store, (Store, AsyncStore)):
-            raise ConfigError(
-                f"store must be a Store, an AsyncStore or a URL, got {type(store).__name__}",
-                argument="store",
-            )
+        store, self._owns_store = resolve_store("memory://" if store is None else store)
         self._store = store
         self._strategy = strategy
         self._memory = ConversationMemory(

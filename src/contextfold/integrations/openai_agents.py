@@ -34,9 +34,14 @@ from contextfold.integrations._cache import (
     SummaryCache,
     covered_fingerprint,
 )
+from contextfold.integrations._checks import (
+    check_counter,
+    check_session_id,
+    check_strategy,
+    resolve_store,
+)
 from contextfold.memory import ConversationMemory
 from contextfold.messages import Message
-from contextfold.stores import open_store
 from contextfold.stores.base import (
     AsyncCheckpointLog,
     AsyncMessageLog,
@@ -75,14 +80,6 @@ def pair_safe_tail(items: Sequence[Item], limit: int) -> list[Item]:
     return [item for item in tail if not _is_output(item) or item.get("call_id") in calls]
 
 
-def _check_strategy(strategy: object) -> None:
-    if not isinstance(strategy, Strategy):
-        raise ConfigError(
-            f"strategy must be a contextfold Strategy, got {type(strategy).__name__}",
-            argument="strategy",
-        )
-
-
 def _is_output(item: Mapping[str, Any]) -> bool:
     kind = item.get("type")
     return isinstance(kind, str) and kind.endswith("_output") and "call_id" in item
@@ -108,8 +105,8 @@ class ContextfoldSession:
     call fell before the cut (:func:`pair_safe_tail`).
 
     Raises:
-        ConfigError: ``session_id`` is not a non-empty string, or ``store`` / ``strategy`` is
-            of the wrong kind.
+        ConfigError: ``session_id`` is not a non-empty string, or ``store``, ``strategy`` or
+            ``counter`` is of the wrong kind.
     """
 
     session_settings: Any = None
@@ -123,19 +120,11 @@ class ContextfoldSession:
         counter: TokenCounter | None = None,
         session_settings: Any = None,
     ) -> None:
-        if not isinstance(session_id, str) or not session_id:
-            raise ConfigError(
-                f"session_id must be a non-empty string, got {session_id!r}", argument="session_id"
-            )
+        check_session_id(session_id)
         if strategy is not None:
-            _check_strategy(strategy)
-        self._owns_store = isinstance(store, str)
-        self._store: Any = open_store(store) if isinstance(store, str) else store
-        if not isinstance(self._store, (Store, AsyncStore)):
-            raise ConfigError(
-                f"store must be a Store, an AsyncStore or a URL, got {type(store).__name__}",
-                argument="store",
-            )
+            check_strategy(strategy)
+        check_counter(counter)
+        self._store, self._owns_store = resolve_store(store)
         self.session_id = session_id
         self.session_settings = session_settings
         self._strategy = strategy
@@ -366,9 +355,10 @@ def input_filter(
             covers, so a shared key never injects another conversation's summary.
 
     Raises:
-        ConfigError: ``strategy``, ``cache`` or ``key`` is of the wrong kind.
+        ConfigError: ``strategy``, ``counter``, ``cache`` or ``key`` is of the wrong kind.
     """
-    _check_strategy(strategy)
+    check_strategy(strategy)
+    check_counter(counter)
     if cache is not None and not isinstance(cache, SummaryCache):
         raise ConfigError(
             f"cache must have get() and put() methods, got {type(cache).__name__}",
