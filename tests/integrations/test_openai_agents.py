@@ -263,6 +263,7 @@ async def test_session_over_every_store_keeps_everything_and_sends_the_compacted
 ) -> None:
     summarizer = FakeSummarizer()
     session = ContextfoldSession("desk-1", any_store, strategy=hybrid(700, summarizer))
+    assert isinstance(session, agents.memory.Session)  # the SDK's own protocol check
     await run_turns(wire, session, 6)
     # Everything is stored, in order, exactly once: read it back without a strategy.
     plain = ContextfoldSession("desk-1", any_store)
