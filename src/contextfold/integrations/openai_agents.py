@@ -216,9 +216,8 @@ class ContextfoldSession:
         """Close the store when this session opened it from a URL."""
         if self._owns_store:
             if isinstance(self._store, AsyncMessageLog):
-                await self._store.aclose()
-            else:
-                self._store.close()
+                await self._store.aclose()  # the async connections
+            self._store.close()
 
     def close(self) -> None:
         """Sync form of :meth:`aclose`."""
