@@ -28,7 +28,11 @@ from tests.wire.openai_server import chat_completion
 from contextfold.cli import build_parser, main
 from shared_data import ROOT
 
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "docs" / "integrations").glob("*.md")),
+]
 OPEN = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\s]*)")
 SKIP = re.compile(r"<!-- not-executed: (.+?) -->\s*$")
 PYTHON = {"python", "py", "python3", "pycon"}
@@ -222,6 +226,42 @@ def test_litellm_script_against_local_server() -> None:
         out = run_script("litellm_chat.py", env=env)
         assert "Refund RF-7720 for $119.00 on LS-48219." in out
         assert srv.requests[0].body["model"] == "gpt-test-mini"
+
+
+def test_openai_agents_script_against_local_server() -> None:
+    if not os.environ.get("CI"):  # in CI a missing framework fails the test
+        pytest.importorskip("agents")
+    from tests.wire.openai_server import responses_call_reply, responses_text_reply
+
+    with WireServer() as srv:
+        replies = []
+        for n in range(4):
+            replies += [
+                responses_call_reply(2 * n, name="order_record", arguments='{"order": "LS-48219"}'),
+                responses_call_reply(2 * n + 1, name="order_record",
+                                     arguments='{"order": "LS-48221"}'),
+                responses_text_reply(n, f"Answer {n}: shipped from Tilburg."),
+            ]  # fmt: skip
+        srv.script(*replies)
+        env = {"OPENAI_API_KEY": "test-key", "OPENAI_BASE_URL": srv.url + "/v1"}
+        out = run_script("openai_agents_session.py", env=env)
+        assert "Answer 3: shipped from Tilburg." in out
+        assert "summary: True" in out
+        # The filter folded the old tool outputs: the last call carried a summary.
+        assert "summary" in str(srv.requests[-1].body["input"][0])
+        assert len(srv.requests) == 12
+
+
+def test_openai_agents_script_without_key_says_what_to_set() -> None:
+    assert "OPENAI_API_KEY" in run_script("openai_agents_session.py", expect=1)
+
+
+def test_llama_index_script_runs_offline() -> None:
+    if not os.environ.get("CI"):
+        pytest.importorskip("llama_index.core")
+    out = run_script("llama_index_memory.py")
+    assert "stored 60 messages" in out
+    assert "summary: True" in out
 
 
 # -- --help of every command ---------------------------------------------------------------

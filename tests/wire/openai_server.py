@@ -279,3 +279,39 @@ def responses_tool_stream() -> list[StreamItem]:
         ("response.completed", {"type": "response.completed", "sequence_number": 3,
                                 "response": response_object(None, output=[call])}),
     ]  # fmt: skip
+
+
+# -- Responses API agent runs (a model that calls tools, then answers) ------------------------
+
+
+def responses_call_reply(
+    n: int, *, name: str = "lookup", arguments: str = '{"q": "x"}', reasoning: bool = False
+) -> JSONReply:
+    """A ``response`` whose output is function call ``n`` (ids ``fc_n`` / ``call_n``).
+
+    With ``reasoning``, a reasoning item (``rs_n``, with encrypted content) comes first, as a
+    reasoning model sends it.
+    """
+    output: list[dict[str, Any]] = []
+    if reasoning:
+        output.append(
+            {
+                "type": "reasoning",
+                "id": f"rs_{n}",
+                "summary": [{"type": "summary_text", "text": f"Think about step {n}."}],
+                "encrypted_content": f"enc-{n}",
+            }
+        )
+    call = {**function_call_item(), "id": f"fc_{n}", "call_id": f"call_{n}"}
+    output.append({**call, "name": name, "arguments": arguments})
+    body = response_object(None, output=output)
+    body["id"] = f"resp_call_{n}"
+    return JSONReply(body)
+
+
+def responses_text_reply(n: int, text: str) -> JSONReply:
+    """A ``response`` whose output is assistant message ``n`` (id ``msg_n``)."""
+    item = {**message_item(text), "id": f"msg_{n}"}
+    body = response_object(None, output=[item])
+    body["id"] = f"resp_text_{n}"
+    return JSONReply(body)
