@@ -29,6 +29,8 @@ from contextfold.cli import build_parser, main
 from shared_data import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# One page per framework integration; it runs when the framework's extra is installed.
+PAGES += sorted((ROOT / "docs" / "integrations").glob("*.md"))
 OPEN = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\s]*)")
 SKIP = re.compile(r"<!-- not-executed: (.+?) -->\s*$")
 PYTHON = {"python", "py", "python3", "pycon"}
@@ -130,6 +132,8 @@ def run_page(page: Path) -> None:
 
 @pytest.mark.parametrize("page", PAGES[1:], ids=lambda p: p.name)
 def test_page_examples_run(page: Path, sandbox: Path) -> None:
+    if page.parent.name == "integrations" and not os.environ.get("CI"):
+        pytest.importorskip(f"contextfold.integrations.{page.stem}", exc_type=ImportError)
     run_page(page)
 
 
@@ -167,6 +171,17 @@ def test_bring_your_own_summarizer_runs_offline() -> None:
     out = run_script("bring_your_own_summarizer.py")
     assert "RF-7720" in out
     assert "fallback: None" in out
+
+
+def test_langchain_agent_example_runs_offline() -> None:
+    if not os.environ.get("CI"):
+        pytest.importorskip("contextfold.integrations.langchain", exc_type=ImportError)
+    out = run_script("langchain_agent.py")
+    assert "summaries written: 1" in out
+    assert "messages in the agent state: 12" in out
+    sent = [int(n) for n in out.split("tokens sent per model call: [")[1].split("]")[0].split(",")]
+    assert max(sent) <= 500
+    assert sent[4] < sent[3]  # the fifth call carries the summary instead of the first lookups
 
 
 def test_persistent_memory_reuses_its_checkpoint_across_runs(tmp_path: Path) -> None:

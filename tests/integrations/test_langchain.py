@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -541,3 +542,20 @@ def test_agent_sends_everything_while_it_fits(srv: WireServer) -> None:
     last = srv.requests[-1].body["messages"]
     assert len(last) == 1 + len(out["messages"]) - 1  # system + every message but the answer
     assert STATE_KEY not in agent.get_state(THREAD).values  # nothing to record
+
+
+def test_comparison_bench_replays_a_recorded_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench import integrations_langchain as bench
+
+    monkeypatch.setattr(bench, "OUT", tmp_path / "figures.json")
+    figures = bench.main(["--tiny"])["figures"]
+    ours = figures["ContextfoldMiddleware(Summarization(budget))"]
+    alone = figures["no middleware"]
+    assert ours["calls"] == alone["calls"] > 0
+    assert ours["over_budget"] == 0 < alone["over_budget"]
+    assert ours["broken_pairs"] == 0
+    assert ours["state_messages"] == alone["state_messages"]  # the state keeps every message
+    assert 0 < ours["summary_calls"] < ours["calls"]
+    assert json.loads((tmp_path / "figures.json").read_text())["figures"] == figures
