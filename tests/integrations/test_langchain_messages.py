@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import textwrap
 from typing import Any
 
 import pytest
@@ -331,3 +334,27 @@ def test_trim_refuses_what_it_cannot_do() -> None:
     assert info.value.argument == "token_counter"
     with pytest.raises(BudgetError):
         trim_messages(tool_exchange(), max_tokens=3)
+
+
+def test_without_the_extra_the_import_names_it() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+
+        class Blocker:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("langchain", "langchain_core", "langgraph"):
+                    raise ImportError("blocked for the test: " + name)
+                return None
+
+        sys.meta_path.insert(0, Blocker())
+        import contextfold.integrations  # the package itself needs no framework
+        from contextfold.errors import MissingExtraError
+        try:
+            import contextfold.integrations.langchain
+        except MissingExtraError as exc:
+            print(exc)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert "pip install 'contextfold[langchain]'" in out.stdout, out.stderr
