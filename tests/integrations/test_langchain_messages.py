@@ -358,3 +358,13 @@ def test_without_the_extra_the_import_names_it() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "pip install 'contextfold[langchain]'" in out.stdout, out.stderr
+
+
+def test_parallel_calls_without_ids_get_distinct_stable_ids() -> None:
+    calls = [{"name": "lookup", "args": {"order": o}, "id": None} for o in ("A1", "A2")]
+    ai = AIMessage("", tool_calls=calls, id="a")
+    first, again = from_langchain([ai])[0], from_langchain([ai])[0]
+    ids = [c.id for c in first.tool_calls]
+    assert len(set(ids)) == 2
+    assert ids == [c.id for c in again.tool_calls]
+    assert to_langchain([first]) == [ai]

@@ -120,7 +120,8 @@ def message_from_langchain(msg: BaseMessage, *, index: int | str = 0) -> Message
     else:
         parts = _content_parts(msg.content, extra, index)
         if isinstance(msg, AIMessage):
-            parts.extend(_tool_call_part(call, index) for call in msg.tool_calls)
+            calls = enumerate(msg.tool_calls)
+            parts.extend(_tool_call_part(call, f"{index}.{j}") for j, call in calls)
     name = None if isinstance(msg, ToolMessage) else msg.name
     draft = Message(role, tuple(parts), id="pending", name=name)
     if isinstance(msg.id, str) and msg.id:
@@ -227,7 +228,8 @@ def _tool_result(msg: ToolMessage, index: int | str) -> ToolResultPart:
     return ToolResultPart(msg.tool_call_id, content, is_error=msg.status == "error", name=msg.name)
 
 
-def _tool_call_part(call: Mapping[str, Any], index: int | str) -> ToolCallPart:
+def _tool_call_part(call: Mapping[str, Any], where: str) -> ToolCallPart:
+    """A tool call; one without an id gets one from its place (``message.call``) and name."""
     extra: dict[str, Any] = {
         f"{NS}.{k}": copy.deepcopy(v) for k, v in call.items() if k not in ("id", "name", "args")
     }
@@ -238,7 +240,7 @@ def _tool_call_part(call: Mapping[str, Any], index: int | str) -> ToolCallPart:
         extra[f"{NS}:no_id"] = call_id if call_id is not None else True
         call_id = (
             "lc_call_"
-            + hashlib.blake2b(f"{index}\x00{call.get('name')}".encode(), digest_size=8).hexdigest()
+            + hashlib.blake2b(f"{where}\x00{call.get('name')}".encode(), digest_size=8).hexdigest()
         )
     arguments = json.dumps(call.get("args", {}), ensure_ascii=False)
     return ToolCallPart(call_id, str(call.get("name", "")), arguments, extra=extra)
