@@ -39,8 +39,10 @@ def chat_usage(prompt: int = 120, completion: int = 30, cached: int = 0) -> dict
     }
 
 
-def tool_call(name: str = "lookup", arguments: str = '{"q": "x"}') -> dict[str, Any]:
-    return {"id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments}}
+def tool_call(
+    name: str = "lookup", arguments: str = '{"q": "x"}', *, call_id: str = "call_1"
+) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 def chat_completion(
@@ -119,12 +121,14 @@ def chat_stream_reply(pieces: list[str], **kwargs: Any) -> SSEReply:
     return SSEReply(chat_stream(pieces, **kwargs), cut=cut)
 
 
-def chat_tool_stream() -> list[StreamItem]:
+def chat_tool_stream(
+    name: str = "lookup", arguments: str = '{"q": "x"}', *, call_id: str = "call_1"
+) -> list[StreamItem]:
     """A streamed answer that calls a tool instead of writing text."""
-    first = {"index": 0, **tool_call(arguments="")}
+    first = {"index": 0, **tool_call(name, "", call_id=call_id)}
     return [
         chunk({"role": "assistant", "content": None, "tool_calls": [first]}),
-        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"q": "x"}'}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]}),
         chunk({}, finish_reason="tool_calls"),
         chunk(no_choices=True, usage=chat_usage()),
         "[DONE]",
