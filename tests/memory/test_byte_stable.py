@@ -9,7 +9,6 @@ dump; the bytes must be equal, and equal to a third build in this process.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from contextfold.stores.sqlite import SQLiteStore
 
 SCRIPT = r"""
 import hashlib, json, sys
+from contextfold import ConversationMemory
 from contextfold.stores.sqlite import SQLiteStore
 from contextfold.strategies import Checkpoint, PruneToolOutputs, Pipeline
 from contextfold.summarizers.extractive import ExtractiveSummarizer
