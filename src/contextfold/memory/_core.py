@@ -323,6 +323,7 @@ class MemoryCore(HistoryReader, Totals):
             notes=(*result.notes, *memory_notes),
             total_tokens=record.total,
             lifetime_tokens_saved=record.lifetime,
+            limit_reached=result.limit_reached,
             _ledger=ledger,
             _record=record,
         )

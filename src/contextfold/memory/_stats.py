@@ -105,6 +105,9 @@ class MemoryStats:
             ``summarizer_tokens``, so compaction pays for itself when it is positive. A plan
             adds its projection to the builds before it without being recorded. None while
             the total of this build or of an earlier one is unknown.
+        limit_reached: the strategy's configured limit that stopped it before everything over
+            budget was summarized (``Hybrid``'s ``max_chunks``), with what it left out; None
+            when no limit stopped it. Those messages are in ``dropped_count`` for this build.
 
     Why ``None``: the total of a long stored conversation is known for free when the memory
     read all of it or appended all of it itself (it then keeps a running total, build by
@@ -132,6 +135,7 @@ class MemoryStats:
     notes: tuple[str, ...] = ()
     total_tokens: int | None = None
     lifetime_tokens_saved: int | None = None
+    limit_reached: str | None = None
     _ledger: Ledger | None = field(default=None, repr=False, compare=False)
     _record: BuildRecord | None = field(default=None, repr=False, compare=False)
 
@@ -171,6 +175,7 @@ class MemoryStats:
             "summarized_count": self.summarized_count,
             "tools_tokens": self.tools_tokens,
             "notes": list(self.notes),
+            "limit_reached": self.limit_reached,
         }
 
 
