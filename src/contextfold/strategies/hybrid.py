@@ -207,13 +207,6 @@ class Hybrid(SummarizingStrategy):
         trimmed = asm.tail_start > covered_end or not with_summary
         bounded = run.bounded and trimmed
         notes = _notes(run, st.base_from, trimmed=trimmed, bounded=bounded)
-        limit_reached = None
-        if bounded:
-            left = asm.tail_start - covered_end
-            limit_reached = (
-                f"max_chunks={self.max_chunks}: {left} older message{'s' if left != 1 else ''} "
-                "trimmed without a summary"
-            )
         if not (run.fallback is not None and calls == 0):  # a tripped guard stays as it is
             if run.fallback is not None or (trimmed and not bounded and calls):
                 st.guard.failed()
@@ -249,7 +242,14 @@ class Hybrid(SummarizingStrategy):
             usage=run.usage,
             calls=calls,
             notes=notes,
-            limit_reached=limit_reached,
+            limit_reached=self._limit_reached(asm.tail_start - covered_end) if bounded else None,
+        )
+
+    def _limit_reached(self, left: int) -> str:
+        """What ``max_chunks`` cost this build: the older messages it left unsummarized."""
+        plural = "s" if left != 1 else ""
+        return (
+            f"max_chunks={self.max_chunks}: {left} older message{plural} trimmed without a summary"
         )
 
 
