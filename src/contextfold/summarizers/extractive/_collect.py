@@ -48,6 +48,7 @@ from contextfold.summarizers.extractive._items import (
     REQUESTS,
     Item,
     norm,
+    path_weight,
 )
 from contextfold.summarizers.extractive._paths import count_paths
 
@@ -60,6 +61,7 @@ _IDENT_RE = re.compile(
     r"|\b([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\(\)?)"  # dotted.call(
 )
 _CAMEL_RE = re.compile(r"[A-Z](?<=[a-z][A-Z])")
+_FILE_NAME_RE = re.compile(r"\w\.(?:[a-z]{1,4}|heex|json|yaml|toml)$")
 # An error line of a tool result: a traceback, an exception, a compiler or shell error, a
 # failed test. Anchored at the start of a line, so a commit subject saying "fix the failing
 # test" is not one.
@@ -238,7 +240,7 @@ def _files(messages: Sequence[Message], read: set[str], modified: set[str]) -> l
             label, bonus = f"{path} (read)", 3.0
         else:
             label, bonus = path, 0.0
-        weight = (4.0 + bonus + 3.0 * math.log1p(count)) * len(label) / 12
+        weight = path_weight(label, bonus, count)
         items.append(Item(FILES, label, weight, counts.first[path], "path:" + path))
     return items
 
@@ -303,8 +305,8 @@ def _identifiers(owns: Sequence[str]) -> list[Item]:
             continue
         for match in _IDENT_RE.finditer(own):
             ident = next(g for g in match.groups() if g)
-            if "/" in ident or (" " in ident.strip() and len(ident) > 40):
-                continue
+            if "/" in ident or _FILE_NAME_RE.search(ident) or (" " in ident and len(ident) > 40):
+                continue  # a path or a file name is listed under the files
             idents[ident] += 1
             first.setdefault(ident, i)
     return [

@@ -206,9 +206,22 @@ def clauses_of(text: str, index: int) -> list[Clause]:
             if len(piece) > _MAX_CLAUSE:
                 piece = _shorten(piece, _MAX_CLAUSE)
             keys = fact_keys(piece)
-            if keys and len(piece) >= _MIN_CLAUSE:
+            if keys and len(piece) >= _MIN_CLAUSE and not _is_heading(piece):
                 out.append(Clause(piece, index, keys))
     return out
+
+
+def _is_heading(piece: str) -> bool:
+    """A title such as ``Key Technical Concepts``: every word capitalized, no sentence."""
+    words = piece.rstrip(":").split()
+    return (
+        3 <= len(words) <= 6
+        and piece[-1] not in ".!?"
+        and all(
+            w[:1].isupper() or w.lower() in ("and", "of", "the", "a", "an", "for", "to", "in")
+            for w in words
+        )
+    )
 
 
 def _cut_long(piece: str) -> list[str]:

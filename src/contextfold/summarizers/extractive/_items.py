@@ -12,6 +12,7 @@ only fall as facts are covered, so this lazy greedy picks what a full re-scan wo
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -39,6 +40,7 @@ __all__ = [
     "is_agent_summary",
     "merge_previous",
     "norm",
+    "path_weight",
     "render",
 ]
 
@@ -60,6 +62,7 @@ _LOOKUP = {h.lower(): i for i, h in _HEADINGS.items()}
 # already won a place once, and a fact does not grow stale by being summarized.
 _PREVIOUS_BONUS = 0.5
 _PREVIOUS_SCALE = 1.25
+_PATH_STATUS = {" (modified)": 6.0, " (read)": 3.0}
 #: The weight of the request that opens a conversation: enough to go in first at any room.
 OPENING_WEIGHT = 40.0
 
@@ -219,7 +222,7 @@ def merge_previous(items: list[Item], previous: str, layout: Sequence[int]) -> l
     """
     sections = split_sections(previous)
     fallback = CONTEXT if layout is AGENT_LAYOUT else FACTS
-    new_keys = {norm(it.text) for it in items}
+    new_keys = {norm(it.text) for it in items} | {it.key for it in items if it.section == FILES}
     has_new = {it.section for it in items}
     out = list(items)
     for it in out:
@@ -231,6 +234,9 @@ def merge_previous(items: list[Item], previous: str, layout: Sequence[int]) -> l
         if section in (CURRENT, NEXT, OPEN) and section in has_new:
             continue  # stale: the new span says what is happening now
         for k, line in enumerate(lines):
+            if section == FILES and layout is AGENT_LAYOUT:
+                out.extend(_previous_path(line, k, new_keys))
+                continue
             key = norm(line)
             if not key or key in new_keys:
                 continue
@@ -243,6 +249,24 @@ def merge_previous(items: list[Item], previous: str, layout: Sequence[int]) -> l
                 Item(section, line, weight, -1000 + k, "prev:" + key, facts, _PREVIOUS_SCALE)
             )
     return out
+
+
+def path_weight(label: str, bonus: float, mentions: int) -> float:
+    """A path's weight: more for a file changed (``bonus`` 6) or read (3), and for mentions."""
+    return (4.0 + bonus + 3.0 * math.log1p(mentions)) * len(label) / 12
+
+
+def _previous_path(line: str, k: int, seen: set[str]) -> list[Item]:
+    """A previous summary's path line, weighed as a path (it was named at least twice: once
+    in the span it came from, once in that summary), unless the new span lists it too."""
+    path, bonus = line, 0.0
+    for suffix, extra in _PATH_STATUS.items():
+        if line.endswith(suffix):
+            path, bonus = line[: -len(suffix)], extra
+    if "path:" + path in seen:
+        return []
+    seen.add("path:" + path)
+    return [Item(FILES, line, path_weight(line, bonus, 2), -1000 + k, "path:" + path)]
 
 
 def _translate(section: int, layout: Sequence[int], fallback: int) -> int:

@@ -34,6 +34,7 @@ _URL_RE = re.compile(r"[a-z][a-z+.-]*://\S+")
 _EXTENSION_RE = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
 _LINE_SUFFIX_RE = re.compile(r"(?::\d+)+:?$")
 _NOT_FILES = ("/dev/", "/proc/", "/sys/")
+_LIBRARY_RE = re.compile(r"[A-Z][a-z]+\.js|console\.\w+|[a-z]+\.(?:log|info|warn|error|debug)")
 _MAX_PATH = 160
 _PLAUSIBLE_RE = re.compile(r"[\w@+~.,=-]*(?:/[\w@+~.,= -]*)*/?")
 
@@ -49,6 +50,8 @@ def is_file_shaped(path: str) -> bool:
     name = path.rstrip("/").rpartition("/")[2]
     if _EXTENSION_RE.search(name) and not name.replace(".", "").isdigit():
         stem = name.rpartition(".")[0]
+        if "/" not in path and _LIBRARY_RE.fullmatch(name):
+            return False  # Node.js, Vue.js, console.log: names, not files
         return bool(stem) or path.startswith((".", "/", "~"))
     if path.startswith(("./", "~/")):
         return True
@@ -73,6 +76,8 @@ def _found(text: str) -> list[str]:
         return []
     if "://" in text:
         text = _URL_RE.sub(" ", text)
+    if "\\" in text:  # JSON quoted inside a result or an argument: "a\\nlib/x.ex"
+        text = text.replace("\\n", "\n").replace("\\t", "\t").replace('\\"', '"')
     return [_clean(p) for p in _PATH_RE.findall(text)]
 
 
@@ -102,7 +107,7 @@ def count_paths(messages: Sequence[Message], known: set[str]) -> PathCounts:
         for part in m.parts:
             if isinstance(part, ToolCallPart):
                 args = part.arguments
-                for path in _found(args.replace("\\n", "\n")):
+                for path in _found(args):
                     # a whole argument value ("path": "lib/app") is a path whatever its shape
                     if is_file_shaped(path) or f'"{path}"' in args:
                         called.add(path)

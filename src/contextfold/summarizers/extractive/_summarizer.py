@@ -98,8 +98,10 @@ class ExtractiveSummarizer:
     # -- work -------------------------------------------------------------------------------
 
     def _budget(self, request: SummaryRequest) -> int:
+        """The room: the request's ``max_output_tokens`` when given (as documented above),
+        else the summarizer's own. A strategy sizes the request to the room it has."""
         cap = request.max_output_tokens
-        return min(cap, self.max_output_tokens) if cap else self.max_output_tokens
+        return cap if cap else self.max_output_tokens
 
     def _summarize(self, request: SummaryRequest) -> SummarizationResult:
         budget = self._budget(request)
