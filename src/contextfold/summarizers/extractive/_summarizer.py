@@ -30,6 +30,8 @@ from contextfold.tokens.base import TokenCounter
 
 __all__ = ["ExtractiveSummarizer"]
 
+_FILL_ROUNDS = 6  # attempts at filling the room; each one rescales it by what it measured
+
 
 class ExtractiveSummarizer:
     """A deterministic, model-free checkpoint summarizer (sync and async).
@@ -149,40 +151,35 @@ class ExtractiveSummarizer:
         """The most valuable text that fits ``budget`` tokens; None when no item fits.
 
         The selection works in characters; the counter has the last word. The room starts
-        at the counter's own characters-per-token ratio, grows while the text fits (code and
-        paths have fewer characters per token than prose) and is then bisected between a room
-        that fits and one that does not, so the summary fills what it is given without
-        exceeding it. A greedy choice is not monotone in the room, so of the texts that fit,
-        the one carrying the most weight wins (the larger room on a tie).
+        at the counter's own characters-per-token ratio and is then rescaled by what each
+        attempt measured (code and paths have fewer characters per token than prose), a few
+        times, so the summary fills what it is given without exceeding it. A greedy choice
+        is not monotone in the room, so of the texts that fit, the one carrying the most
+        weight wins.
         """
         count = self.counter.count_text
         chooser = Chooser(items, repeats_of(items))
-        best: tuple[float, float, str] | None = None
-
-        def fits(room: float) -> bool:
-            nonlocal best
-            chosen, value = chooser.select(room)
-            text = render(chosen, layout)
-            if not text or count(text) > budget:
-                return False
-            if best is None or (value, room) > best[:2]:
-                best = (value, room, text)
-            return True
-
+        best: tuple[float, str] | None = None
         probe = "the quick brown fox jumps over the lazy dog 0123456789 src/app/main.py " * 4
         room = budget * len(probe) / max(1, count(probe))
-        lo, hi = (room, room * 1.5) if fits(room) else (0.0, room)
-        while lo and hi < room * 8 and fits(hi):
-            lo, hi = hi, hi * 1.5  # still fits: the room was underestimated
-        for _ in range(4):
-            if hi - lo < max(16.0, 0.02 * hi):
+        fitted = 0.0  # the largest room known to fit
+        for _ in range(_FILL_ROUNDS):
+            chosen, value = chooser.select(room)
+            text = render(chosen, layout)
+            if not text:
                 break
-            mid = (lo + hi) / 2
-            if fits(mid):
-                lo = mid
-            else:
-                hi = mid
-        return best[2] if best is not None else None
+            used = count(text)
+            if used <= budget:
+                if best is None or value > best[0]:
+                    best = (value, text)
+                fitted = max(fitted, room)
+                if used >= budget * 0.97 or len(chosen) == len(items):
+                    break  # full, or nothing left to add
+                room = room * budget / max(1, used)
+            else:  # too long: shrink, but stay above a room known to fit
+                shrunk = room * 0.97 * budget / used
+                room = max(shrunk, fitted * 1.01) if fitted else shrunk
+        return best[1] if best is not None else None
 
 
 def _str_list(value: Any) -> list[str]:
