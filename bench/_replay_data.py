@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.retention import anthropic_to_messages, locomo_messages
+from bench.claude_code_paths import anthropic_to_messages
+from bench.retention import locomo_messages
 from contextfold.formats import openai_chat
 from contextfold.formats.claude_code import merge_records
 from contextfold.messages import Message

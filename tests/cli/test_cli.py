@@ -335,6 +335,45 @@ def test_claude_code_session_jsonl_and_merged(tmp_path: Path) -> None:
         assert data["stats"]["tokens_before"] == ApproxCounter().count_messages(original)
 
 
+def test_hybrid_on_a_long_session_folds_everything_or_says_what_stopped_it() -> None:
+    """A first build over a long real session summarizes the whole older span."""
+    session = max(claude_code_main_sessions(), key=lambda p: p.stat().st_size)
+    proc = cli("compact", str(session), "--strategy", "hybrid", "--budget", "20000", "--json")
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(proc.stdout)["stats"]
+    assert stats["tokens_after"] <= 20000
+    assert stats["messages_summarized"] > 150
+    assert stats["messages_dropped"] == 0
+    assert stats["limit_reached"] is None
+    assert any("folded" in note for note in stats["notes"])
+
+
+def test_stats_table_names_the_limit_that_stopped_a_build() -> None:
+    import io
+
+    from contextfold.cli._report import print_stats, result_stats
+    from contextfold.strategies import Hybrid
+    from contextfold.strategies.run import run
+    from contextfold.testing import FakeSummarizer, FixedCounter
+
+    history = [
+        Message.user(f"question {i}") if i % 2 == 0 else Message.assistant("answer")
+        for i in range(40)
+    ]
+    strategy = Hybrid(
+        100, keep_recent=2, chunk_size=2, summarizer=FakeSummarizer("S"), max_chunks=3
+    )
+    result = run(strategy, history, counter=FixedCounter(10, per_char=0))
+    stats = result_stats(result, budget=100, messages_in=len(history))
+    assert stats["messages_dropped"] > 0
+    assert stats["limit_reached"] == result.limit_reached
+    assert any("max_chunks" in note for note in stats["notes"])
+    out = io.StringIO()
+    print_stats(stats, title="contextfold compact", stream=out)
+    row = next(line for line in out.getvalue().splitlines() if "stopped by a limit" in line)
+    assert f"{stats['messages_dropped']} older messages trimmed without a summary" in row
+
+
 def test_swe_agent_trajectory(tmp_path: Path) -> None:
     path = require_data() / "swe-agent-trajectories" / "marshmallow-1867__function_calling.traj"
     original = formats.load(swe_agent_openai(path), "openai_chat")

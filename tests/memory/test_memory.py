@@ -243,6 +243,23 @@ def test_lifetime_savings_are_net_of_summarizer_cost() -> None:
     )
 
 
+def test_a_limit_that_stopped_the_strategy_is_in_the_stats() -> None:
+    bounded = Hybrid(100, keep_recent=2, chunk_size=2, summarizer=FakeSummarizer("S"), max_chunks=2)
+    memory = ConversationMemory(strategy=bounded, counter=FixedCounter(10, per_char=0))
+    memory.extend(chat(20, system=None))
+    stats = memory.build_context().stats
+    assert stats.dropped_count > 0
+    assert stats.limit_reached is not None
+    assert stats.limit_reached.startswith("max_chunks=2: ")
+    assert stats.as_dict()["limit_reached"] == stats.limit_reached
+    # without the bound the same history is folded whole, and nothing is dropped
+    whole = Hybrid(100, keep_recent=2, chunk_size=2, summarizer=FakeSummarizer("S"))
+    unbounded = ConversationMemory(strategy=whole, counter=FixedCounter(10, per_char=0))
+    unbounded.extend(chat(20, system=None))
+    free = unbounded.build_context().stats
+    assert (free.dropped_count, free.limit_reached) == (0, None)
+
+
 def test_tools_are_counted_and_returned() -> None:
     tools = [{"type": "function", "function": {"name": "lookup", "parameters": {}}}]
     counter = ApproxCounter()

@@ -93,7 +93,7 @@ def test_over_budget_folds_into_one_framed_checkpoint() -> None:
     assert isinstance(record, CheckpointRecord)
     assert record.strategy == "checkpoint"
     assert record.tokens_after == result.tokens < record.tokens_before
-    assert record.prompt_hash == "extractive-1"
+    assert record.prompt_hash == "extractive-2"
     assert record.model == "extractive"
     covered = [m.id for m in history].index(record.last_covered_id)
     assert record.first_kept_id == history[covered + 1].id

@@ -181,6 +181,22 @@ def test_pipeline_summarizes_when_pruning_is_not_enough() -> None:
     check_invariants(history, snapshot(history), result, counter=CHARS, max_tokens=budget)
 
 
+def test_pipeline_reports_the_limit_that_stopped_a_stage() -> None:
+    history = [Message.system("sys", id="s")]
+    for i in range(30):
+        history.append(Message.user(f"question {i}", id=f"u{i}"))
+        history.append(Message.assistant(f"answer {i}", id=f"a{i}"))
+    ten = FixedCounter(10, per_char=0)
+    hybrid = Hybrid(100, keep_recent=2, chunk_size=2, summarizer=FakeSummarizer("S"), max_chunks=2)
+    result = run(Pipeline([PruneToolOutputs(), hybrid], max_tokens=100), history, counter=ten)
+    assert result.limit_reached is not None
+    assert result.limit_reached.startswith("hybrid: max_chunks=2: ")
+    assert result.dropped_count > 0
+    unbounded = Hybrid(100, keep_recent=2, chunk_size=2, summarizer=FakeSummarizer("S"))
+    whole = run(Pipeline([PruneToolOutputs(), unbounded], max_tokens=100), history, counter=ten)
+    assert (whole.limit_reached, whole.dropped_count) == (None, 0)
+
+
 def test_pipeline_that_fits_runs_no_stage() -> None:
     history = agent(2)
     fake = FakeSummarizer("S")

@@ -370,6 +370,29 @@ def test_hybrid_is_bounded_by_max_chunks() -> None:
     assert result.dropped_ranges
     assert result.checkpoint is not None
     assert result.checkpoint.last_covered_id == "a2"
+    # the limit is reported on its own, with what it left out
+    assert result.limit_reached is not None
+    assert result.limit_reached.startswith("max_chunks=3: ")
+    assert f"{result.dropped_count} older messages" in result.limit_reached
+
+
+def test_hybrid_first_build_folds_the_whole_older_span() -> None:
+    """Without max_chunks a long history is folded in as many bounded calls as it needs."""
+    history = chat(40)
+    fake = FakeSummarizer("S")
+    result = run(Hybrid(100, keep_recent=2, chunk_size=2, summarizer=fake), history, counter=TEN)
+    assert fake.calls > 8  # more than the old per-build cap
+    assert all(len(r.messages) <= 2 for r in fake.requests)  # each call stays bounded
+    assert result.tokens <= 100
+    assert result.dropped_ranges == ()
+    assert result.limit_reached is None
+    assert not any("max_chunks" in n for n in result.notes)
+
+
+def test_hybrid_max_chunks_is_checked_when_given() -> None:
+    with pytest.raises(ConfigError, match="max_chunks") as info:
+        Hybrid(100, keep_recent=2, chunk_size=2, summarizer=FakeSummarizer("S"), max_chunks=0)
+    assert info.value.argument == "max_chunks"
 
 
 def test_hybrid_keeps_progress_when_a_later_chunk_fails() -> None:

@@ -54,6 +54,8 @@ def result_stats(result: Any, *, budget: int, messages_in: int) -> dict[str, Any
         "compacted": result.checkpoint is not None,
         "fallback": result.fallback,
         "failure_code": result.failure_code,
+        "limit_reached": result.limit_reached,
+        "notes": list(result.notes),
     }
 
 
@@ -87,11 +89,17 @@ def memory_stats(memory: ConversationMemory, context: Any, *, budget: int) -> di
         "full_history_cost_usd": st.full_history_cost_usd,
         "lifetime_cost_usd": st.lifetime_cost_usd,
         "lifetime_full_history_cost_usd": st.lifetime_full_history_cost_usd,
+        "limit_reached": st.limit_reached,
+        "notes": list(st.notes),
     }
 
 
 def print_stats(stats: dict[str, Any], *, title: str, stream: IO[str]) -> None:
-    """The stats table; rows a source does not report (kept, pruned, net) are left out."""
+    """The stats table; rows a source does not report (kept, pruned, net) are left out.
+
+    A limit that stopped the strategy early gets a row of its own, so messages dropped
+    because of it are never only a number in the ``dropped`` row.
+    """
     ratio = stats["compression_ratio"]
     shrink = f"{1 / ratio:.2f}x smaller" if ratio else "-"
     rows: list[tuple[str, object]] = [
@@ -127,6 +135,8 @@ def print_stats(stats: dict[str, Any], *, title: str, stream: IO[str]) -> None:
         versus = f" (full history: ${full:.5f})" if full is not None else ""
         rows.append(("estimated input cost", f"${stats['estimated_cost_usd']:.5f}{versus}"))
     rows.append(("fallback", stats["fallback"] or "none"))
+    if stats.get("limit_reached"):
+        rows.append(("stopped by a limit", stats["limit_reached"]))
     table(title, ("", "value"), rows, stream=stream)
 
 

@@ -359,6 +359,7 @@ class MemoryCore(HistoryReader, Totals):
             total_tokens=record.total,
             lifetime_tokens_saved=record.lifetime,
             **(_cache_fields(figures) if figures is not None else {}),
+            limit_reached=result.limit_reached,
             _ledger=ledger,
             _record=record,
         )

@@ -116,6 +116,9 @@ class MemoryStats:
         lifetime_cost_usd: ``estimated_cost_usd`` summed over this memory's builds.
         lifetime_full_history_cost_usd: ``full_history_cost_usd`` summed likewise (None once
             a total was unknown).
+        limit_reached: the strategy's configured limit that stopped it before everything over
+            budget was summarized (``Hybrid``'s ``max_chunks``), with what it left out; None
+            when no limit stopped it. Those messages are in ``dropped_count`` for this build.
 
     Why ``None``: the total of a long stored conversation is known for free when the memory
     read all of it or appended all of it itself (it then keeps a running total, build by
@@ -148,6 +151,7 @@ class MemoryStats:
     full_history_cost_usd: float | None = None
     lifetime_cost_usd: float | None = None
     lifetime_full_history_cost_usd: float | None = None
+    limit_reached: str | None = None
     _ledger: Ledger | None = field(default=None, repr=False, compare=False)
     _record: BuildRecord | None = field(default=None, repr=False, compare=False)
 
@@ -192,6 +196,7 @@ class MemoryStats:
             "lifetime_cost_usd": self.lifetime_cost_usd,
             "lifetime_full_history_cost_usd": self.lifetime_full_history_cost_usd,
             "notes": list(self.notes),
+            "limit_reached": self.limit_reached,
         }
 
 

@@ -241,6 +241,7 @@ def build_result(
     notes: Sequence[str] = (),
     known_tokens_before: int | None = None,
     state: StrategyState | None = None,
+    limit_reached: str | None = None,
 ) -> StrategyResult:
     """A :class:`StrategyResult` for ``prefix + [summary] + history[asm.tail_start:]``.
 
@@ -274,6 +275,7 @@ def build_result(
         notes=tuple(notes),
         state=state if state is not None else StrategyState(),
         known_tokens_before=known_tokens_before,
+        limit_reached=limit_reached,
     )
 
 

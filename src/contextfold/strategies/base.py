@@ -188,6 +188,10 @@ class StrategyResult:
         summary_calls: how many summarizer calls were made.
         notes: human-readable reasons, for plans and logs.
         state: the conversation's state for its next build (see :class:`StrategyState`).
+        limit_reached: the configured limit (``Hybrid``'s ``max_chunks``) that stopped the
+            strategy before it had summarized everything over budget, and what it left out
+            without a summary; None when no limit stopped it. Kept apart from ``notes`` so
+            stats and tools can report it without parsing prose.
     """
 
     messages: tuple[Message, ...]
@@ -207,6 +211,7 @@ class StrategyResult:
     summary_calls: int = 0
     notes: tuple[str, ...] = ()
     state: StrategyState = _FRESH
+    limit_reached: str | None = None
     known_tokens_before: int | None = field(default=None, repr=False, compare=False)
     _cache: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 

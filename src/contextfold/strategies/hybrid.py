@@ -4,9 +4,13 @@ When the context is over budget, the oldest ``chunk_size`` messages not yet cove
 running summary (the chunk extended to a safe cut point, so no tool pair is split) are
 merged into it with one summarizer call (``kind="update"``, the previous summary passed as
 ``previous_summary``: facts that are still true are kept, stale ones dropped). Calls repeat,
-one per chunk, until the context fits, the recent ``keep_recent`` messages are reached, or
-``max_chunks`` calls were made in this plan. What is still over budget after that is trimmed
-by the sliding window and the notes say so.
+one per chunk, until the context fits or the recent ``keep_recent`` messages are reached: a
+first build over a long history folds the whole older span, in as many calls as it needs,
+each bounded by ``chunk_size``. A caller who bounds the calls of one build (``max_chunks``)
+gets the rest trimmed by the sliding window, and the result says so in
+:attr:`~contextfold.strategies.base.StrategyResult.limit_reached` as well as in its notes
+(the memory's stats and the CLI's table and ``--json`` carry it on), so nothing is dropped
+without a word.
 
 Nothing is ever re-summarized from scratch: the cost of a compaction is proportional to the
 new chunk, not to the conversation. The running summary travels in the
@@ -61,8 +65,10 @@ class Hybrid(SummarizingStrategy):
         max_output_tokens: cap passed to the summarizer.
         instructions: extra focus appended to the summarizer's prompt.
         deadline_s: seconds all summarizer calls of one plan may take together.
-        max_chunks: most summarizer calls in one plan; bounds the cost of a build that is
-            far over budget (the rest is trimmed now and summarized by later builds).
+        max_chunks: most summarizer calls in one plan, or None (the default) for as many
+            as the over-budget span needs. A bound caps the cost of a build that is far over
+            budget: the rest is trimmed now (reported in ``limit_reached``) and summarized
+            by later builds.
         max_failed_compactions: after this many consecutive compactions that fail to get
             under budget, stop calling the summarizer and fall back (0 disables the guard).
         tools: the tool schemas sent with each request; they count against ``max_tokens``
@@ -91,7 +97,7 @@ class Hybrid(SummarizingStrategy):
         max_output_tokens: int | None = None,
         instructions: str | None = None,
         deadline_s: float | None = None,
-        max_chunks: int = 8,
+        max_chunks: int | None = None,
         max_failed_compactions: int = 3,
         tools: Sequence[Mapping[str, Any]] | None = None,
         reserve_tokens: int = 0,
@@ -111,7 +117,8 @@ class Hybrid(SummarizingStrategy):
             reserve_tokens=reserve_tokens,
             compact_to=compact_to,
             mode=mode,
-            options=(("chunk_size", chunk_size), ("max_chunks", max_chunks)),
+            options=(("chunk_size", chunk_size),)
+            + ((("max_chunks", max_chunks),) if max_chunks is not None else ()),
         )
         self.chunk_size = chunk_size
         self.max_chunks = max_chunks
@@ -155,8 +162,11 @@ class Hybrid(SummarizingStrategy):
         max_output = cap_output(self.max_output_tokens, room)
         deadline = deadline_from(self.deadline_s)
         target = self._target(budget)  # fold down to the lower mark, so later turns append
-        while run.fallback is None and run.covered_end < limit and run.chunks < self.max_chunks:
+        while run.fallback is None and run.covered_end < limit:
             if run.view_tokens() <= target:
+                break
+            if self.max_chunks is not None and run.chunks >= self.max_chunks:
+                run.bounded = True
                 break
             end = _chunk_end(st.cuts, run.covered_end + self.chunk_size, limit)
             chunk = tuple(history[run.covered_end : end])
@@ -208,7 +218,7 @@ class Hybrid(SummarizingStrategy):
             max_tokens=budget,
         )
         trimmed = asm.tail_start > covered_end or not with_summary
-        bounded = run.fallback is None and chunks >= self.max_chunks and covered_end < limit
+        bounded = run.bounded and trimmed
         notes = _notes(run, st.base_from, trimmed=trimmed, bounded=bounded)
         if not (run.fallback is not None and calls == 0):  # a tripped guard stays as it is
             if run.fallback is not None or (trimmed and not bounded and calls):
@@ -245,6 +255,14 @@ class Hybrid(SummarizingStrategy):
             usage=run.usage,
             calls=calls,
             notes=notes,
+            limit_reached=self._limit_reached(asm.tail_start - covered_end) if bounded else None,
+        )
+
+    def _limit_reached(self, left: int) -> str:
+        """What ``max_chunks`` cost this build: the older messages it left unsummarized."""
+        plural = "s" if left != 1 else ""
+        return (
+            f"max_chunks={self.max_chunks}: {left} older message{plural} trimmed without a summary"
         )
 
 
@@ -262,6 +280,7 @@ class _Run:
     usage: Usage = field(default_factory=Usage)
     fallback: str | None = None
     failure_code: str | None = None
+    bounded: bool = False  # stopped by max_chunks with older messages still unfolded
     last_model: str | None = None
     last_details: dict[str, object] = field(default_factory=dict)
 
@@ -310,7 +329,7 @@ def _notes(run: _Run, base_from: int, *, trimmed: bool, bounded: bool) -> list[s
         )
     if run.fallback is not None:
         notes.append(f"fell back: {run.fallback}")
-    if trimmed and bounded:
+    if bounded:
         notes.append(
             f"stopped after {run.chunks} chunks (max_chunks); the rest was trimmed with the "
             "sliding window and will be summarized by later builds"

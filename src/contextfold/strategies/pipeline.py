@@ -190,6 +190,7 @@ class _Run:
         self.reused: CheckpointRecord | None = None
         self.fallback: str | None = None
         self.failure_code: str | None = None
+        self.limit_reached: str | None = None
 
     def effective(self) -> tuple[list[Message], list[int | None], set[int], bool]:
         """``current`` with the pending checkpoint applied (as its owner would)."""
@@ -238,6 +239,8 @@ class _Run:
             self.reused = sub.reused_checkpoint
         if sub.fallback is not None:
             self.fallback, self.failure_code = f"{stage.name}: {sub.fallback}", sub.failure_code
+        if sub.limit_reached is not None:
+            self.limit_reached = f"{stage.name}: {sub.limit_reached}"
         by_id = {m.id: origin[i] for i, m in enumerate(self.current)}
         self.current = list(sub.messages)
         self.origin = [by_id.get(m.id) for m in self.current]
@@ -287,6 +290,7 @@ class _Run:
             summary_calls=self.calls,
             notes=tuple(self.notes),
             state=state,
+            limit_reached=self.limit_reached,
         )
 
     def _trimmed(

@@ -1,40 +1,48 @@
-"""The offline default summarizer: a structured checkpoint built without a model.
+"""The offline default summarizer: a fact-preserving summary built without a model.
 
-:class:`ExtractiveSummarizer` reads the span and writes the checkpoint sections
-(:data:`contextfold.summarizers.prompts.CHECKPOINT_SECTIONS`) from what it can find
-mechanically: the user's requests and corrections (quoted), file paths and what was done
-to them, shell commands, error lines, code identifiers, pending work, the latest request, and, under
-"Critical context", the span's *key phrases*.
+:class:`ExtractiveSummarizer` keeps *clauses*, not keyword lists: the sentence (or, in a long
+sentence, the piece between its commas, colons or dashes) that carries a fact, so
+``refund ticket RF-7720 for order LS-48219, $119.00, back to the Visa card ending 4417`` keeps
+the numbers together with what they are. A fact is a token a later question is likely to
+need spelled exactly: amounts, ids and order numbers, emails, versions, numbers and
+quantities, dates, links, names, and (weighing little) any other content word.
 
-A key phrase is a run of one to three content words cut out of a clause once greetings,
-pronouns and filler are removed (``"I went to a LGBTQ support group yesterday"`` gives
-``"LGBTQ support group"``, ``"support group yesterday"`` ...), a full date
-(``"8 May, 2023"``) or a capitalized title (``"Becoming Nicole"``, ``"A Dance with
-Dragons"``). Each is weighed by what tends to matter later: names, numbers and dates weigh
-most, everyday words and adverbs least, and repetition raises the weight logarithmically.
-Key phrases are found by :mod:`._phrases`, the hot path on chat text.
+The layout follows what the span is:
 
-Every candidate, whatever its section, competes for the token budget by weight per
-character; the budget is filled greedily in that order, a phrase already contained in a
-chosen one is skipped, and the counter has the last word (the weakest items are dropped until
-the text fits). The result is dense in distinct names, numbers, dates, places and paths
-rather than in filler, and deterministic: the same span gives the same text.
+* a **chat** gets ``Requests``, ``Facts``, ``Decisions`` and ``Open questions``;
+* an **agent run** (tool calls present) gets the checkpoint sections of
+  :data:`contextfold.summarizers.prompts.CHECKPOINT_SECTIONS`: the user's requests and
+  corrections (quoted; client notices such as ``[Request interrupted by user]`` left out),
+  the real files read and changed (seen in tool calls, or shaped like files: never ``and/or``
+  or ``/dev/null``), error lines of tool results with the command that produced them, pending
+  work, the current work and the latest request, code identifiers, and the clauses that carry
+  the facts under "Critical context".
 
-A previous summary (``request.previous_summary``) is merged, not copied: its items compete for
-the budget with the new ones (with a bonus, since they already survived once), duplicates are
-removed, and its "Current work" and "Next step" give way when the new span says something
-newer.
+A section with nothing to say is left out: there is no wall of ``(none)``.
+
+Every candidate competes for the room by the weight it adds per character: its own (a
+request, a path, an error line) plus that of the facts no chosen line carries yet, so a
+second line repeating an order number adds little and a line with a new amount a lot. The
+room is the request's ``max_output_tokens``: the summary fills it as far as the span has
+something to say and never exceeds it (the counter has the last word). The result is
+deterministic: the same span gives the same text.
+
+A previous summary (``request.previous_summary``), in either layout, is merged, not copied:
+its lines compete with the new ones (with a small bonus), duplicates are removed, its opening
+request keeps the first place, and its "Current work", "Next step" and open questions give
+way when the new span says something newer.
 
 No third-party package is needed. ``bench/retention.py`` measures the throughput (CPU time,
 one core) and what survives at a given budget.
 
-The package: :mod:`._collect` finds the candidates of each section, :mod:`._phrases` the key
-phrases, :mod:`._items` ranks, merges and renders them, and :mod:`._summarizer` holds the
-summarizer itself.
+The package: :mod:`._facts` reads facts and cuts clauses, :mod:`._paths` finds the real
+paths, :mod:`._collect` finds the candidates of each section, :mod:`._items` chooses, merges
+and renders them, and :mod:`._summarizer` holds the summarizer itself.
 """
 
 from __future__ import annotations
 
+from contextfold.summarizers.extractive._facts import clear_token_cache
 from contextfold.summarizers.extractive._summarizer import ExtractiveSummarizer
 
-__all__ = ["ExtractiveSummarizer"]
+__all__ = ["ExtractiveSummarizer", "clear_token_cache"]

@@ -1,9 +1,18 @@
-"""The candidates of each checkpoint section, found mechanically in a span.
+"""The candidates of each section, found mechanically in a span.
 
-Requests and corrections (quoted), the current work and the next step, file paths and what
-was done to them, shell commands, error lines, pending work, code identifiers and key
-phrases: each finder returns :class:`~._items.Item` candidates weighed so they compete
-for the budget by weight per character.
+Two layouts, chosen by what the span is:
+
+* an **agent run** (tool calls present, or a previous summary in the checkpoint layout) gets
+  the checkpoint sections: the user's requests and corrections (quoted; client notices such
+  as ``[Request interrupted by user]`` left out), the real files read and changed
+  (:mod:`._paths`), error lines of tool results (tracebacks, ``error:`` lines, failed runs:
+  not a commit subject that happens to say "fix"), pending work, the current work and the
+  latest request, code identifiers, and under "Critical context" the clauses that carry the
+  facts of the messages;
+* a **chat** gets requests, facts, decisions and open questions, each a clause of a message.
+
+Each finder returns :class:`~._items.Item` candidates with a weight of their own and the
+facts they carry, so they compete for the room by what they add (see :func:`~._items.select`).
 """
 
 from __future__ import annotations
@@ -14,48 +23,56 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from contextfold.errors import FormatError
-from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from contextfold.summarizers.extractive._facts import (
+    W_NUMBER,
+    W_WORD,
+    clauses_of,
+    fact_keys,
+    is_version,
+    strip_notices,
+)
 from contextfold.summarizers.extractive._items import (
     CONCEPTS,
     CONTEXT,
     CURRENT,
+    DECISIONS,
     ERRORS,
+    FACTS,
     FILES,
     NEXT,
-    OPENING_DENSITY,
+    OPEN,
+    OPENING_WEIGHT,
     PENDING,
     REQUEST,
+    REQUESTS,
     Item,
     norm,
+    path_weight,
 )
-from contextfold.summarizers.extractive._phrases import key_phrases
+from contextfold.summarizers.extractive._paths import count_paths
 
-__all__ = ["collect"]
+__all__ = ["collect_agent", "collect_chat", "demote_superseded_versions", "repeats_of"]
 
-_PATH_RE = re.compile(
-    r"(?<![\w/.:-])(?:[A-Za-z]:)?(?:~|\.{1,2})?/?(?:[\w@+-][\w.@+-]*/)+[\w@+-][\w.@+-]*"
-    r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|ex|exs|eex|heex|ts|tsx|js|jsx|mjs|json|md|toml|yaml|yml|"
-    r"txt|cfg|ini|rs|go|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|sh|sql|html|css|scss|lock|"
-    r"dart|lua|vue|svelte|xml|csv|env|proto)\b"
-)
-# These hint regexes start on a literal or a rare character class and look behind, so the
-# regex engine skips ahead instead of trying every position of a long message.
-_EXT_HINT_RE = re.compile(r"\.(?<=\w\.)[a-z]{1,6}\b")  # word.ext
-_CAMEL_RE = re.compile(r"[A-Z](?<=[a-z][A-Z])")  # camelCase
-_DOTTED_CALL_RE = re.compile(r"\.(?<=\w\.)\w+\(")  # obj.call(
-_URL_RE = re.compile(r"https?://\S+")
 _IDENT_RE = re.compile(
     r"`([^`\n]{2,60})`"
     r"|\b([A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+(?:\.[A-Za-z_]\w*)*)\b"  # CamelCase(.attr)
     r"|\b([a-z_][a-z0-9]*(?:_[a-z0-9]+)+)\b"  # snake_case
     r"|\b([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\(\)?)"  # dotted.call(
 )
-# _ERROR_RE, _REQUEST_RE and _PENDING_RE match lowercased text: CPython's re is several
-# times slower with (?i) and long alternations than on text lowered once.
-_ERROR_RE = re.compile(
-    r"\b(?:error|exception|traceback|failed|failure|fatal|panic|undefined|cannot|"
-    r"can't|not found|no such|denied|refused|invalid|warning)\b"
+_CAMEL_RE = re.compile(r"[A-Z](?<=[a-z][A-Z])")
+_FILE_NAME_RE = re.compile(r"\w\.(?:[a-z]{1,4}|heex|json|yaml|toml)$")
+# An error line of a tool result: a traceback, an exception, a compiler or shell error, a
+# failed test. Anchored at the start of a line, so a commit subject saying "fix the failing
+# test" is not one.
+_ERROR_LINE_RE = re.compile(
+    r"^[ \t]*(?:Traceback \(most recent call last\)|(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b"
+    r"|(?:error|fatal|panic)(?:\[[\w-]+\])?:|(?:FAILED|FAIL|ERROR)\b|\*\* \([A-Z]\w*|npm ERR!"
+    r"|[^\n]{0,120}?(?:: command not found|: No such file or directory|: Permission denied"
+    r"|\b(?:error|Error|ERROR)(?:\[\w+\])?: ))[^\n]*",
+    re.MULTILINE,
 )
+_COMMIT_LINE_RE = re.compile(r"^[ \t]*[0-9a-f]{7,40}\s")
 _CORRECTION_RE = re.compile(
     r"(?i)^\s*(?:no\b(?!\s+(?:worries|problem|doubt|way|wonder))|nope|actually,|wait|stop|"
     r"don't|do not|instead|rather|that's wrong|that is wrong|not that|wrong|undo|revert|"
@@ -65,16 +82,26 @@ _REQUEST_RE = re.compile(
     r"\b(?:please|can you|could you|would you|i want you|i need you|i'd like you|let's|"
     r"make sure|help me)\b"
     r"|^\s*(?:implement|add|fix|create|write|update|remove|refactor|change|build|run|check|"
-    r"investigate|use|make|show|explain|find|look|read|delete|rename|move|test|try)\b"
+    r"investigate|use|make|show|explain|find|look|read|delete|rename|move|test|try|work on|"
+    r"continue)\b"
 )
 _PENDING_RE = re.compile(
     r"\b(?:todo|to do|still need|need to|remaining|pending|not yet|next,? (?:i|we)|"
     r"will need|left to|follow[- ]up|later)\b"
 )
+_DECISION_RE = re.compile(
+    r"\b(?:i recommend|recommended|we'll|we will|i'll|i will|decided|agreed|going with|"
+    r"opened|changed|updated|refunded|enabled|created|switched|moved|renamed|"
+    r"now go|keeps|will be|set up|cancel(?:l?ed)?|booked|confirmed)\b"
+)
+_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
+_MIN_FACTS = 1.0  # a clause whose facts weigh less says nothing worth its room
 _SPACE_RE = re.compile(r"\s+")
-
-_VERBATIM_LIMIT = 240
-_LINE_LIMIT = 200
+_SHELL_TOOLS = frozenset({"bash", "shell", "run", "exec", "execute", "terminal", "run_command"})
+# Tools whose results are file contents or search hits: an "error:" in them is code, not news.
+_CONTENT_TOOLS = frozenset(
+    {"read", "read_file", "view", "open", "open_file", "cat", "grep", "glob", "ls", "search"}
+)
 
 
 def _short(text: str, limit: int) -> str:
@@ -94,203 +121,203 @@ def _first_sentences(text: str, limit: int) -> str:
         return text
     out = ""
     for m in re.finditer(r"[^.!?]+[.!?]*", text):
-        piece = m.group(0)
-        if len(out) + len(piece) > limit:
+        if len(out) + len(m.group(0)) > limit:
             break
-        out += piece
+        out += m.group(0)
     return out.strip() or _short(text, limit)
 
 
-def _message_texts(m: Message) -> tuple[str, str]:
-    """(own text, tool output text) of a message."""
-    own: list[str] = []
-    tool: list[str] = []
-    for p in m.parts:
-        if isinstance(p, TextPart):
-            own.append(p.text)
-        elif isinstance(p, ToolResultPart):
-            tool.append(p.text)
-    return "\n".join(own), "\n".join(tool)
+def own_texts(messages: Sequence[Message]) -> list[str]:
+    """Each message's own text (no tool output), client notices removed."""
+    out: list[str] = []
+    for m in messages:
+        text = "\n".join(p.text for p in m.parts if isinstance(p, TextPart))
+        out.append(strip_notices(text) if m.role == "user" else text)
+    return out
 
 
-def collect(messages: Sequence[Message], read: set[str], modified: set[str]) -> list[Item]:
-    """Every candidate of every section, from ``messages`` and the files read and modified."""
-    texts: list[tuple[str, str]] = [_message_texts(m) for m in messages]
-    items = _requests(messages, texts)
-    items += _files(messages, texts, read, modified)
-    items += _commands_and_errors(messages)
-    items += _pending(texts)
-    items += _identifiers(texts)
-    speakers = [m.name or m.role for m in messages]
-    items.extend(
-        Item(CONTEXT, text, score, first, "kp:" + key, group=speaker)
-        for text, key, score, first, speaker in key_phrases([own for own, _ in texts], speakers)
-    )
+def repeats_of(items: Sequence[Item]) -> dict[str, float]:
+    """How much each exact fact weighs for being repeated: ``1 + 0.3 ln(items naming it)``,
+    at most 2.
+
+    Only numbers, ids, amounts and the like: an order number named five times is what the
+    conversation is about, while a name or a word repeated (``Settings``, ``plan``) is only
+    the vocabulary of the topic.
+    """
+    counts: Counter[str] = Counter()
+    for it in items:
+        counts.update(k for k, w in it.facts.items() if w >= W_NUMBER)
+    return {k: min(2.0, 1.0 + 0.3 * math.log(c)) for k, c in counts.items() if c > 1}
+
+
+def _clause_items(
+    messages: Sequence[Message],
+    owns: Sequence[str],
+    section: int,
+    *,
+    named: bool,
+) -> list[Item]:
+    """Every fact-carrying clause of the messages' own text, as candidates of ``section``."""
+    items: list[Item] = []
+    n = max(1, len(owns))
+    # Between named people, their own names and short forms of them ("Thanks, Mel!") say
+    # nothing new: the prefix of each line already names the speaker.
+    names = {
+        name[:end]
+        for name in {m.name.lower() for m in messages if m.name and named}
+        for end in range(3, len(name) + 1)
+    }
+    for i, own in enumerate(owns):
+        if not own:
+            continue
+        speaker = (messages[i].name or "") if named else ""
+        scale = 1.0 + 0.25 * i / n
+        for c in clauses_of(own, i):
+            if names and not names.isdisjoint(c.keys):
+                c.keys = {k: w for k, w in c.keys.items() if k not in names}
+            if sum(c.keys.values()) < _MIN_FACTS:
+                continue  # "Let me check." carries nothing a reader needs
+            key = f"{section}:{norm(c.text)}"
+            items.append(Item(section, c.text, 0.0, i, key, c.keys, scale, speaker))
     return items
 
 
-def _requests(messages: Sequence[Message], texts: list[tuple[str, str]]) -> list[Item]:
+# -- agent runs --------------------------------------------------------------------------------
+
+
+def collect_agent(messages: Sequence[Message], read: set[str], modified: set[str]) -> list[Item]:
+    """Every candidate of the checkpoint sections, from ``messages`` and the files touched."""
+    owns = own_texts(messages)
+    items = _requests(messages, owns)
+    items += _files(messages, read, modified)
+    items += _errors_and_commands(messages)
+    items += _pending(owns)
+    items += _identifiers(owns)
+    items += _clause_items(messages, owns, CONTEXT, named=False)
+    # The assistant's reasoning states facts too ("the test fails because ..."); they fill
+    # what room the messages' own text leaves.
+    thoughts = ["\n".join(p.text for p in m.parts if isinstance(p, ThinkingPart)) for m in messages]
+    for it in _clause_items(messages, thoughts, CONTEXT, named=False):
+        it.scale *= 0.7
+        items.append(it)
+    return items
+
+
+def _requests(messages: Sequence[Message], owns: Sequence[str]) -> list[Item]:
     """The user's requests and corrections, the latest request and the current work."""
     items: list[Item] = []
     n = len(messages)
-    user_idx = [i for i, m in enumerate(messages) if m.role == "user" and texts[i][0].strip()]
-    last_user = user_idx[-1] if user_idx else None
-    for rank, i in enumerate(user_idx):
-        own = texts[i][0].strip()
-        is_correction = rank > 0 and bool(_CORRECTION_RE.match(own))
-        is_request = bool(_REQUEST_RE.search(own[:400].lower()))
-        if not (is_correction or is_request or rank == 0):
+    users = [i for i, m in enumerate(messages) if m.role == "user" and owns[i].strip()]
+    for rank, i in enumerate(users):
+        own = owns[i].strip()
+        correction = rank > 0 and bool(_CORRECTION_RE.match(own))
+        if not (correction or rank == 0 or _REQUEST_RE.search(own[:400].lower())):
             continue
-        limit = _VERBATIM_LIMIT if (is_correction or rank == 0) else _LINE_LIMIT
-        text = _first_sentences(own, limit)
-        # Salience per character, comparable with the other sections: the opening request
-        # and corrections matter most; later requests a little more than earlier ones.
-        technical = "/" in own or _has_ident_hint(own)
-        density = 0.35 if technical else 0.12
-        if rank == 0:
-            # The opening request frames everything after it: it goes in first whenever it
-            # fits, even in a summary too small for much else (a merged previous summary
-            # hands this place to the conversation's own opening, see _merge_previous).
-            density = OPENING_DENSITY
-        if is_correction:
-            density = 0.5
-        density *= 1.0 + 0.5 * (i / max(1, n))
-        label = f'Correction: "{text}"' if is_correction else f'"{text}"'
-        score = density * (len(label) + 3)
-        items.append(Item(REQUEST, label, score, i, "req:" + norm(text)))
-    if last_user is not None:
-        own = _first_sentences(texts[last_user][0], _LINE_LIMIT)
+        text = _first_sentences(own, 240 if (correction or rank == 0) else 200)
+        weight = OPENING_WEIGHT if rank == 0 else (8.0 if correction else 3.0)
+        label = f'Correction: "{text}"' if correction else f'"{text}"'
+        items.append(Item(REQUEST, label, weight, i, "req:" + norm(text), fact_keys(text)))
+    if users:
+        own = _first_sentences(owns[users[-1]], 200)
         label = f'Follow the latest request: "{own}"'
-        items.append(Item(NEXT, label, 0.8 * (len(label) + 3), n, "next:" + norm(own)))
+        items.append(Item(NEXT, label, 10.0, n, "next:" + norm(own)))
     for i in range(n - 1, -1, -1):
-        if messages[i].role == "assistant" and texts[i][0].strip():
-            own = _first_sentences(texts[i][0], _LINE_LIMIT)
-            items.append(Item(CURRENT, own, 0.5 * (len(own) + 3), n, "cur:" + norm(own)))
+        if messages[i].role == "assistant" and owns[i].strip():
+            own = _first_sentences(owns[i], 200)
+            items.append(Item(CURRENT, own, 8.0, n, "cur:" + norm(own), fact_keys(own)))
             break
-
     return items
 
 
-def _files(
-    messages: Sequence[Message], texts: list[tuple[str, str]], read: set[str], modified: set[str]
-) -> list[Item]:
-    """Every file path mentioned, weighed by mentions and by whether it was read or changed."""
+def _files(messages: Sequence[Message], read: set[str], modified: set[str]) -> list[Item]:
+    """Every real path mentioned, weighed by mentions and by whether it was read or changed."""
+    counts = count_paths(messages, read | modified)
     items: list[Item] = []
-    n = len(messages)
-    mentions: Counter[str] = Counter()
-    first_seen: dict[str, int] = {}
-    for i, (own, tool) in enumerate(texts):
-        for source in (own, tool, _call_text(messages[i])):
-            if not source or ("/" not in source and not _EXT_HINT_RE.search(source)):
-                continue
-            stripped = _URL_RE.sub(" ", source) if "://" in source else source
-            for path in _PATH_RE.findall(stripped):
-                path = path.rstrip(".,:;")
-                if len(path) < 3 or path.count("/") > 12 or len(path) > 160:
-                    continue
-                mentions[path] += 1
-                first_seen.setdefault(path, i)
-    for path in read | modified:
-        mentions[path] += 2
-        first_seen.setdefault(path, n)
-    for path, count in mentions.items():
+    for path, count in counts.mentions.items():
         if path in modified:
             label, bonus = f"{path} (modified)", 6.0
         elif path in read:
             label, bonus = f"{path} (read)", 3.0
         else:
             label, bonus = path, 0.0
-        score = (4.0 + bonus + 3.0 * math.log1p(count)) * len(label) / 12
-        items.append(Item(FILES, label, score, first_seen[path], "path:" + path))
-
+        weight = path_weight(label, bonus, count)
+        items.append(Item(FILES, label, weight, counts.first[path], "path:" + path))
     return items
 
 
-def _commands_and_errors(messages: Sequence[Message]) -> list[Item]:
-    """Shell commands the assistant ran and the error lines tool results carried."""
+def _errors_and_commands(messages: Sequence[Message]) -> list[Item]:
+    """Error lines of tool results, each with the command that produced it, and the latest
+    commands run (under "Current work")."""
     items: list[Item] = []
-    n = len(messages)
+    commands: dict[str, str] = {}
+    content: set[str] = set()  # calls whose results are file contents or search hits
+    recent: list[tuple[int, str]] = []
     for i, m in enumerate(messages):
-        for call in m.tool_calls:
-            cmd = _command_of(call)
-            if cmd:
-                line = _short(cmd.splitlines()[0], 160)
-                score = (2.0 + 2.0 * i / max(1, n)) * len(line) / 20
-                items.append(Item(FILES, f"$ {line}", score, i, "cmd:" + norm(line)))
         for part in m.parts:
-            if isinstance(part, ToolResultPart):
-                body = part.text
-                lines = [ln for ln in body.splitlines() if ln.strip()]
-                hits = [ln for ln in lines if _ERROR_RE.search(ln.lower())] if lines else []
-                if part.is_error and lines and not hits:
-                    hits = lines[:1]
-                for ln in hits[:2]:
-                    line = _short(ln.strip(), 160)
-                    score = (4.0 if part.is_error else 1.5) * len(line) / 20
-                    items.append(Item(ERRORS, line, score, i, "err:" + norm(line)))
-
+            if isinstance(part, ToolCallPart):
+                if part.name.lower() in _CONTENT_TOOLS:
+                    content.add(part.id)
+                cmd = _command_of(part)
+                if cmd:
+                    commands[part.id] = _short(cmd.splitlines()[0], 80)
+                    recent.append((i, commands[part.id]))
+            elif isinstance(part, ToolResultPart) and part.text and part.call_id not in content:
+                hits = [
+                    h.strip()
+                    for h in _ERROR_LINE_RE.findall(part.text[:20_000])
+                    if not _COMMIT_LINE_RE.match(h)
+                ][:2]
+                if part.is_error and not hits:
+                    hits = [ln.strip() for ln in part.text.splitlines() if ln.strip()][:1]
+                cmd = commands.get(part.call_id)
+                for line in hits:
+                    text = _short(line, 160)
+                    label = f"`{cmd}`: {text}" if cmd else text
+                    weight = (6.0 if part.is_error else 3.0) * len(label) / 40
+                    items.append(Item(ERRORS, label, weight, i, "err:" + norm(text)))
+    for k, (i, cmd) in enumerate(recent[-3:]):
+        label = f"ran `{cmd}`"
+        items.append(Item(CURRENT, label, 1.5 + k, i, "cmd:" + norm(cmd)))
     return items
 
 
-def _pending(texts: list[tuple[str, str]]) -> list[Item]:
+def _pending(owns: Sequence[str]) -> list[Item]:
     """Sentences of the recent messages that say what is still to do."""
     items: list[Item] = []
-    n = len(texts)
-    start_recent = max(0, n - max(8, n // 3))
-    for i in range(start_recent, n):
-        own = texts[i][0]
+    n = len(owns)
+    for i in range(max(0, n - max(8, n // 3)), n):
+        own = owns[i]
         if not own or not _PENDING_RE.search(own.lower()):
             continue
-        for sentence in re.split(r"(?<=[.!?])\s+|\n+", own):
+        for sentence in _SENTENCE_RE.split(own):
             if _PENDING_RE.search(sentence.lower()) and 8 <= len(sentence) <= 400:
                 line = _short(sentence.strip("-* "), 180)
-                items.append(Item(PENDING, line, 2.0 * len(line) / 20, i, "todo:" + norm(line)))
-
+                items.append(Item(PENDING, line, 4.0, i, "todo:" + norm(line), fact_keys(line)))
     return items
 
 
-def _identifiers(texts: list[tuple[str, str]]) -> list[Item]:
+def _identifiers(owns: Sequence[str]) -> list[Item]:
     """Code identifiers (backticks, CamelCase, snake_case, dotted calls), by mentions."""
-    items: list[Item] = []
     idents: Counter[str] = Counter()
-    ident_first: dict[str, int] = {}
-    for i, (own, _) in enumerate(texts):
-        if not own or not _has_ident_hint(own):
+    first: dict[str, int] = {}
+    for i, own in enumerate(owns):
+        if not own or not ("`" in own or "_" in own or "(" in own or _CAMEL_RE.search(own)):
             continue
         for match in _IDENT_RE.finditer(own):
             ident = next(g for g in match.groups() if g)
-            if _PATH_RE.fullmatch(ident) or (" " in ident.strip() and len(ident) > 40):
-                continue
+            if "/" in ident or _FILE_NAME_RE.search(ident) or (" " in ident and len(ident) > 40):
+                continue  # a path or a file name is listed under the files
             idents[ident] += 1
-            ident_first.setdefault(ident, i)
-    for ident, count in idents.items():
-        score = (1.5 + 1.5 * math.log1p(count)) * len(ident) / 10
-        items.append(Item(CONCEPTS, ident, score, ident_first[ident], "id:" + ident.lower()))
-
-    return items
-
-
-def _has_ident_hint(text: str) -> bool:
-    """Whether ``text`` may hold a code identifier (backticks, snake_case, camelCase, a call).
-
-    Substring tests first: they cost far less than a regex scan of a long chat message.
-    """
-    if "`" in text or "_" in text:
-        return True
-    if "(" in text and _DOTTED_CALL_RE.search(text) is not None:
-        return True
-    return _CAMEL_RE.search(text) is not None
-
-
-def _call_text(m: Message) -> str:
-    if m.role != "assistant":
-        return ""
-    calls = [p for p in m.parts if isinstance(p, ToolCallPart)]
-    return "\n".join(c.arguments for c in calls) if calls else ""
+            first.setdefault(ident, i)
+    return [
+        Item(CONCEPTS, ident, (0.5 + 0.8 * math.log1p(c)) * len(ident) / 10, first[ident], ident)
+        for ident, c in idents.items()
+        if c >= 2 and len(ident) >= 4
+    ]
 
 
 def _command_of(call: ToolCallPart) -> str | None:
-    if call.name.lower() not in ("bash", "shell", "run", "exec", "execute", "terminal"):
+    if call.name.lower() not in _SHELL_TOOLS:
         return None
     try:
         args = call.parsed_arguments()
@@ -300,3 +327,72 @@ def _command_of(call: ToolCallPart) -> str | None:
     if isinstance(cmd, list):
         cmd = " ".join(str(c) for c in cmd)
     return cmd if isinstance(cmd, str) and cmd.strip() else None
+
+
+# -- chats ---------------------------------------------------------------------------------------
+
+
+def collect_chat(messages: Sequence[Message], *, opening: bool = True) -> list[Item]:
+    """Requests, facts, decisions and open questions of a chat, each a clause of a message.
+
+    The user's first clause opens the summary whatever the room (unless the span continues a
+    summarized conversation, ``opening=False``); a question in the span's
+    last message is still open; the user's questions and requests are requests; a clause
+    that commits to or reports an action is a decision; every other clause is a fact.
+    """
+    owns = own_texts(messages)
+    # Between two named people (not a user and an assistant) a question is conversation,
+    # not a request, and nobody is deciding for the other: everything is a fact.
+    peers = all(m.name for m in messages if m.role in ("user", "assistant"))
+    items = _clause_items(messages, owns, FACTS, named=peers)
+    last = max((i for i, own in enumerate(owns) if own.strip()), default=-1)
+    opened = not opening or peers
+    for it in items:
+        i = int(it.order)
+        plain = it.text.lower()
+        user = messages[i].role == "user"
+        if user and not opened:
+            it.section, it.weight, opened = REQUESTS, OPENING_WEIGHT, True
+        elif i == last and it.text.endswith("?"):
+            it.section, it.weight = OPEN, 2.0
+        elif peers:
+            continue
+        elif user and (it.text.endswith("?") or _REQUEST_RE.search(plain) is not None):
+            it.section, it.weight = REQUESTS, 1.0
+        elif _DECISION_RE.search(plain) is not None:
+            it.section, it.weight = DECISIONS, 4.0
+        else:
+            continue
+        it.key = f"{it.section}:{it.key.partition(':')[2]}"
+    return items
+
+
+def plain_items(messages: Sequence[Message]) -> list[Item]:
+    """Each message's own text as a line, for a span too short to hold a fact-carrying clause.
+
+    A span with text always gets a summary: "question 3", "ok, thanks" are still what was
+    said, and an empty summary would make the caller fall back for nothing.
+    """
+    items: list[Item] = []
+    for i, own in enumerate(own_texts(messages)):
+        text = " ".join(own.split())
+        if text:
+            section = REQUESTS if messages[i].role == "user" else FACTS
+            items.append(Item(section, text[:200], 1.0, i, f"{section}:{norm(text)}"))
+    return items
+
+
+def demote_superseded_versions(items: Sequence[Item]) -> None:
+    """A version followed later by a newer one of the same line (5.2.1, then 5.2.3) is
+    history: it weighs as a plain word, so the room goes to the version in use."""
+    latest: dict[str, tuple[float, str]] = {}
+    for it in items:
+        for key in it.facts:
+            if is_version(key):
+                family = key.rpartition(".")[0]
+                if family not in latest or it.order >= latest[family][0]:
+                    latest[family] = (it.order, key)
+    for it in items:
+        stale = [k for k in it.facts if is_version(k) and latest[k.rpartition(".")[0]][1] != k]
+        if stale:
+            it.facts = {k: (W_WORD if k in stale else w) for k, w in it.facts.items()}

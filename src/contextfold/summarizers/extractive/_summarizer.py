@@ -10,18 +10,28 @@ from typing import Any
 from contextfold.errors import ConfigError
 from contextfold.paths import file_operations
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest, Usage, precheck
-from contextfold.summarizers.extractive._collect import collect
+from contextfold.summarizers.extractive._collect import (
+    collect_agent,
+    collect_chat,
+    demote_superseded_versions,
+    plain_items,
+    repeats_of,
+)
 from contextfold.summarizers.extractive._items import (
+    AGENT_LAYOUT,
+    CHAT_LAYOUT,
+    Chooser,
     Item,
-    drop_contained,
-    greedy,
+    is_agent_summary,
     merge_previous,
-    rank,
     render,
 )
+from contextfold.summarizers.extractive._paths import is_plausible
 from contextfold.tokens.base import TokenCounter
 
 __all__ = ["ExtractiveSummarizer"]
+
+_FILL_ROUNDS = 6  # attempts at filling the room; each one rescales it by what it measured
 
 
 class ExtractiveSummarizer:
@@ -40,7 +50,7 @@ class ExtractiveSummarizer:
 
     #: Fingerprint recorded in checkpoints in place of a prompt hash (no prompt is used);
     #: bumped when the extraction rules change what a summary contains.
-    prompt_hash = "extractive-1"
+    prompt_hash = "extractive-2"
 
     def __init__(
         self,
@@ -91,8 +101,10 @@ class ExtractiveSummarizer:
     # -- work -------------------------------------------------------------------------------
 
     def _budget(self, request: SummaryRequest) -> int:
+        """The room: the request's ``max_output_tokens`` when given (as documented above),
+        else the summarizer's own. A strategy sizes the request to the room it has."""
         cap = request.max_output_tokens
-        return min(cap, self.max_output_tokens) if cap else self.max_output_tokens
+        return cap if cap else self.max_output_tokens
 
     def _summarize(self, request: SummaryRequest) -> SummarizationResult:
         budget = self._budget(request)
@@ -101,15 +113,26 @@ class ExtractiveSummarizer:
         prior = request.details or {}
         read |= set(_str_list(prior.get("files_read")))
         modified |= set(_str_list(prior.get("files_modified")))
-        read -= modified
-        items = collect(messages, read, modified)
-        if request.previous_summary and request.previous_summary.strip():
-            items = merge_previous(items, request.previous_summary)
+        # A heredoc or a pipe misread as a file name ("EOF\n)") is no file to carry forward.
+        read = {f for f in read - modified if is_plausible(f)}
+        modified = {f for f in modified if is_plausible(f)}
+        previous = (request.previous_summary or "").strip()
+        agent = any(m.tool_calls for m in messages) or is_agent_summary(previous)
+        layout = AGENT_LAYOUT if agent else CHAT_LAYOUT
+        if agent:
+            items = collect_agent(messages, read, modified)
+        else:
+            items = collect_chat(messages, opening=not previous)
+        if not items:
+            items = plain_items(messages)
+        if previous:
+            items = merge_previous(items, previous, layout)
+        demote_superseded_versions(items)
         if not items:
             return SummarizationResult.failure(
                 "nothing to summarize: the span has no text", "empty", model=self.model
             )
-        text = self._render_within(items, budget)
+        text = self._render_within(items, layout, budget)
         details: dict[str, Any] = {
             "files_read": sorted(read),
             "files_modified": sorted(modified),
@@ -127,37 +150,39 @@ class ExtractiveSummarizer:
         )
         return SummarizationResult.success(text, usage=usage, model=self.model, details=details)
 
-    def _render_within(self, items: list[Item], budget: int) -> str | None:
-        """Greedy fill by salience per character, then trim until the count fits."""
-        skeleton = render([])
-        if self.counter.count_text(skeleton) > budget:
-            return None
-        # Approximate characters per token from the counter itself, for the greedy phase.
+    def _render_within(self, items: list[Item], layout: tuple[int, ...], budget: int) -> str | None:
+        """The most valuable text that fits ``budget`` tokens; None when no item fits.
+
+        The selection works in characters; the counter has the last word. The room starts
+        at the counter's own characters-per-token ratio and is then rescaled by what each
+        attempt measured (code and paths have fewer characters per token than prose), a few
+        times, so the summary fills what it is given without exceeding it. A greedy choice
+        is not monotone in the room, so of the texts that fit, the one carrying the most
+        weight wins.
+        """
+        count = self.counter.count_text
+        chooser = Chooser(items, repeats_of(items))
+        best: tuple[float, str] | None = None
         probe = "the quick brown fox jumps over the lazy dog 0123456789 src/app/main.py " * 4
-        cpt = len(probe) / max(1, self.counter.count_text(probe))
-        room = (budget - self.counter.count_text(skeleton)) * cpt
-        ranked = sorted(items, key=rank)
-        chosen: list[Item] = []
-        seen: set[str] = set()
-        for _ in range(2):  # the second pass refills the room freed by dropping duplicates
-            chosen = greedy(ranked, chosen, seen, room)
-            before = len(chosen)
-            chosen = drop_contained(chosen)
-            if len(chosen) == before:
+        room = budget * len(probe) / max(1, count(probe))
+        fitted = 0.0  # the largest room known to fit
+        for _ in range(_FILL_ROUNDS):
+            chosen, value = chooser.select(room)
+            text = render(chosen, layout)
+            if not text:
                 break
-        text = render(chosen)
-        # The greedy phase estimated; the counter decides. Drop the weakest until it fits.
-        if self.counter.count_text(text) > budget:
-            chosen.sort(key=rank)
-            lo, hi = 0, len(chosen)
-            while lo < hi:  # the largest prefix of the ranking that fits
-                mid = (lo + hi + 1) // 2
-                if self.counter.count_text(render(chosen[:mid])) <= budget:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            text = render(chosen[:lo])
-        return text
+            used = count(text)
+            if used <= budget:
+                if best is None or value > best[0]:
+                    best = (value, text)
+                fitted = max(fitted, room)
+                if used >= budget * 0.97 or len(chosen) == len(items):
+                    break  # full, or nothing left to add
+                room = room * budget / max(1, used)
+            else:  # too long: shrink, but stay above a room known to fit
+                shrunk = room * 0.97 * budget / used
+                room = max(shrunk, fitted * 1.01) if fitted else shrunk
+        return best[1] if best is not None else None
 
 
 def _str_list(value: Any) -> list[str]:
