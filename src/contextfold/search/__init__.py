@@ -10,5 +10,6 @@ its searches with these when a history is given directly (``run()``/``arun()``);
 from __future__ import annotations
 
 from contextfold.search._bm25 import BM25Index, searchable_text, tokenize
+from contextfold.search._history import hit_around, search_messages
 
-__all__ = ["BM25Index", "searchable_text", "tokenize"]
+__all__ = ["BM25Index", "hit_around", "search_messages", "searchable_text", "tokenize"]
