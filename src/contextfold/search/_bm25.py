@@ -78,7 +78,8 @@ def _terms(token: str) -> tuple[str, ...]:
     if _SPLIT.search(token) is None:
         out: tuple[str, ...] = () if token in _STOPWORDS else (_stem(token),)
     elif "@" in token or any(ch.isdigit() for ch in token):
-        out = (token,)
+        # Whole, for an exact match to rank first, and by its words, so ``1042`` finds it.
+        out = (token, *dict.fromkeys(w for w in _SPLIT.split(token) if w))
     else:
         out = tuple(_stem(w) for w in _SPLIT.split(token) if w and w not in _STOPWORDS)
     if len(_TERMS) >= _CACHE_LIMIT:
@@ -90,8 +91,9 @@ def _terms(token: str) -> tuple[str, ...]:
 def tokenize(text: str) -> list[str]:
     """The index terms of ``text``, in order (repeats kept, for term frequencies).
 
-    A token that holds a digit or an ``@`` is an identifier and stays whole; other joined
-    words (``state-of-the-art``) are split into their words. Words are lowercased, function
+    A token that holds a digit or an ``@`` is an identifier: it is kept whole, followed by
+    its words (``ORD-1042`` gives ``ord-1042``, ``ord`` and ``1042``); other joined words
+    (``state-of-the-art``) are split into their words. Words are lowercased, function
     words dropped, and the rest lightly stemmed.
     """
     out: list[str] = []

@@ -27,6 +27,7 @@ from contextfold.errors import StoreError
 from contextfold.stores._backend import OpStore
 from contextfold.stores._checks import check_checkpoint_commit
 from contextfold.stores._codec import decode_checkpoint, decode_rows
+from contextfold.stores._search import fts5_match, query_words, tsquery_text
 from contextfold.stores.base import StoredMessage
 
 T = TypeVar("T")
@@ -105,6 +106,10 @@ class Dialect:
     select_columns: str = ""
     #: Where the tables live, for errors (`` in schema "app"``).
     layout_scope: str = ""
+    #: Full-text search of one conversation's messages (see :func:`op_search`).
+    search_messages: str = ""
+    #: SQLite: the conversation's number, from which its key range follows.
+    select_conversation_num: str = ""
 
 
 # -- operations --------------------------------------------------------------------------
@@ -130,7 +135,12 @@ def op_migrate(d: Dialect) -> Op[list[str]]:
         yield Query(statement)
     applied = yield Query(d.select_schema)
     names = []
+    checked = False
     for migration in _missing(d, applied):
+        if migration.version > 1 and not checked:
+            # Later steps build on the tables of the first: refuse foreign ones before them.
+            yield from op_check_layout(d)
+            checked = True
         for statement in migration.statements:
             yield Query(statement)
         yield Query(d.insert_schema, (migration.version, migration.name))
@@ -315,6 +325,32 @@ def op_delete(d: Dialect, conversation_id: str) -> Op[None]:
         yield Query(statement, (conversation_id,))
 
 
+def op_search(
+    d: Dialect, conversation_id: str, query: str, limit: int, before_seq: int | None
+) -> Op[list[StoredMessage]]:
+    """The best ``limit`` messages for ``query`` (any of its words), best first.
+
+    SQLite ranks with FTS5's ``bm25()`` inside the conversation's key range (so the index
+    of every conversation is one table and a search touches one range of it); PostgreSQL
+    ranks with ``ts_rank`` over the messages' ``tsvector`` column.
+    """
+    words = query_words(query)
+    if not words or limit == 0 or (before_seq is not None and before_seq <= 1):
+        return []
+    if d.packed_keys:
+        rows = yield Query(d.select_conversation_num, (conversation_id,))
+        if not rows:
+            return []
+        base = int(rows[0][0]) << 32
+        stop = base + min(MAX_SEQ + 1, before_seq if before_seq is not None else MAX_SEQ + 1)
+        params: tuple[Any, ...] = (base, fts5_match(words), base, stop, limit)
+    else:
+        stop = before_seq if before_seq is not None else MAX_SEQ + 1
+        params = (tsquery_text(words), conversation_id, stop, limit)
+    rows = yield Query(d.search_messages, params)
+    return decode_rows(rows, conversation_id)
+
+
 def op_try_lock(d: Dialect, conversation_id: str, token: str, now: float, ttl: float) -> Op[bool]:
     """Claim the lock row unless a live one exists (inside a write transaction)."""
     rows = yield Query(d.select_lock, (conversation_id,))
@@ -361,6 +397,11 @@ class SQLOpStore(OpStore):
 
     def _op_delete(self, cid: str) -> Op[None]:
         return op_delete(self._dialect, cid)
+
+    def _op_search(
+        self, cid: str, query: str, limit: int, before_seq: int | None
+    ) -> Op[list[StoredMessage]]:
+        return op_search(self._dialect, cid, query, limit, before_seq)
 
 
 # -- drivers -----------------------------------------------------------------------------
