@@ -19,7 +19,7 @@ from contextfold import _drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ContextfoldError, StoreError
 from contextfold.messages import Message
-from contextfold.stores.base import AsyncStore, Store
+from contextfold.stores.base import AsyncStore, Store, has_async_search, has_search
 from contextfold.strategies.base import SummaryCall
 from contextfold.strategies.run import acall_summarizer, call_summarizer
 
@@ -67,10 +67,20 @@ class Delete:
     what = "delete the conversation"
 
 
-_StoreOp = Union[LastSeq, Read, Latest, Commit, Lock, Append, Delete]  # noqa: UP007
+@dataclass(frozen=True, slots=True)
+class Search:
+    """Answered with the store's search, or None when the store cannot search."""
+
+    query: str
+    before_seq: int | None
+    limit: int
+    what = "search messages"
+
+
+_StoreOp = Union[LastSeq, Read, Latest, Commit, Lock, Append, Delete, Search]  # noqa: UP007
 
 #: What the core yields: a store operation, or a strategy's summary call passed through.
-Op = Union[LastSeq, Read, Latest, Commit, Lock, Append, Delete, SummaryCall]  # noqa: UP007
+Op = Union[LastSeq, Read, Latest, Commit, Lock, Append, Delete, Search, SummaryCall]  # noqa: UP007
 CoreGen = Generator[Op, Any, _T]
 
 
@@ -140,6 +150,10 @@ def _sync_op(store: Store, cid: str, op: _StoreOp) -> Any:
         return store.append(cid, op.messages)
     if isinstance(op, Delete):
         return store.delete(cid)
+    if isinstance(op, Search):
+        if not has_search(store):
+            return None
+        return store.search(cid, op.query, limit=op.limit, before_seq=op.before_seq)
     raise AssertionError(f"unhandled store operation {op!r}")  # pragma: no cover
 
 
@@ -158,4 +172,10 @@ async def _async_op(store: AsyncStore, cid: str, op: _StoreOp) -> Any:
         return await store.aappend(cid, op.messages)
     if isinstance(op, Delete):
         return await store.adelete(cid)
+    if isinstance(op, Search):
+        if has_async_search(store):
+            return await store.asearch(cid, op.query, limit=op.limit, before_seq=op.before_seq)
+        if has_search(store):
+            return store.search(cid, op.query, limit=op.limit, before_seq=op.before_seq)
+        return None
     raise AssertionError(f"unhandled store operation {op!r}")  # pragma: no cover
