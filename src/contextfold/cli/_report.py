@@ -7,6 +7,7 @@ names and meanings of ``MemoryStats``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import IO, Any, NoReturn
 
 from contextfold.cli._io import table
@@ -54,7 +55,16 @@ def result_stats(result: Any, *, budget: int, messages_in: int) -> dict[str, Any
         "compacted": result.checkpoint is not None,
         "fallback": result.fallback,
         "failure_code": result.failure_code,
+        **recall_stats(result.recalled, result.notes),
     }
+
+
+def recall_stats(recalled: Sequence[int], notes: Sequence[str]) -> dict[str, Any]:
+    """What :class:`~contextfold.Recall` quoted and why (nothing when it did not run)."""
+    note = next((n for n in notes if n.startswith("recall: ")), None)
+    if note is None:
+        return {}
+    return {"recalled": list(recalled), "recall": note.removeprefix("recall: ")}
 
 
 def memory_stats(memory: ConversationMemory, context: Any, *, budget: int) -> dict[str, Any]:
@@ -82,6 +92,7 @@ def memory_stats(memory: ConversationMemory, context: Any, *, budget: int) -> di
         "compacted": st.compacted,
         "fallback": st.fallback_reason if st.fallback else None,
         "lifetime_tokens_saved": st.lifetime_tokens_saved,
+        **recall_stats(st.recalled, st.notes),
     }
 
 
@@ -115,6 +126,9 @@ def print_stats(stats: dict[str, Any], *, title: str, stream: IO[str]) -> None:
         rows.append((f"checkpoint ({state})", stats["checkpoint_id"]))
     if "lifetime_tokens_saved" in stats:
         rows.append(("net saved after summary cost", stats["lifetime_tokens_saved"]))
+    if "recall" in stats:
+        rows.append(("recalled messages", len(stats["recalled"])))
+        rows.append(("recall", stats["recall"]))
     rows.append(("fallback", stats["fallback"] or "none"))
     table(title, ("", "value"), rows, stream=stream)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
@@ -65,6 +66,7 @@ __all__ = ["Query", "Recall"]
 #: A fixed query, or a function of the history giving one (None: nothing to recall).
 Query = str | Callable[[Sequence[Message]], str | None] | None
 _QUERY_CHARS = 2000  # a longer message is searched by its start
+_WORD = re.compile(r"[^\W_]+")
 
 
 def _reserved(strategy: Strategy, room: int) -> Strategy:
@@ -326,9 +328,10 @@ def _why_none(query: str, choice: Choice) -> str:
 
 def _note(query: str, choice: Choice, hits: Sequence[SearchHit], room: int) -> str:
     """What was recalled and why: the query, the matched terms, what was skipped."""
-    wanted = set(tokenize(query))
     texts = " ".join(h.message.text for h in hits if h.position in choice.hits)
-    matched = sorted(wanted & set(tokenize(texts)))[:8]
+    found = set(tokenize(texts))
+    words = dict.fromkeys(w for w in _WORD.findall(query.lower()) if set(tokenize(w)) & found)
+    matched = list(words)[:8]
     skipped = []
     if choice.already_sent:
         skipped.append(f"{choice.already_sent} already in the context or summary")
