@@ -54,7 +54,7 @@ def test_a_bounded_window_recalls_from_the_unread_log(store: Any) -> None:
     ctx = memory.build_context()
     text = recalled_text(ctx)
     assert "K84" in text
-    assert "message 26" in text  # the store's sequence number
+    assert "#26]" in text  # the store's sequence number
     assert 26 in ctx.stats.recalled
     assert ctx.stats.as_dict()["recalled"] == list(ctx.stats.recalled)
     assert ctx.stats.current_tokens <= 300

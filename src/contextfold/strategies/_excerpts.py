@@ -5,8 +5,8 @@ Pure functions over the hits a driver returned for a
 
 * :func:`choose` keeps whole units only (a tool call with all its results), skips a hit whose
   text the context already holds (the summary says it, or it is a kept message), adds the
-  request before an answer when there is room for both, and stays inside the room it is
-  given.
+  request before a short answer when there is room for both, and stays inside the room it
+  is given.
 * :func:`render` writes the chosen messages as lines that carry each message's position and
   time, escaped like summaries so no quoted text can pass for a line of the frame.
 * :func:`insert` places the framed excerpts right before the newest request, after the
@@ -19,9 +19,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from contextfold.framing import FRAMING_TAGS, SummaryPlacement, escape_text, message_texts
 from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from contextfold.search import tokenize
 from contextfold.strategies.base import SearchHit
 from contextfold.turns import is_request, units
 
@@ -32,6 +34,7 @@ __all__ = [
     "insert",
     "line",
     "normalized",
+    "passage",
     "render",
     "spans_text",
 ]
@@ -42,12 +45,17 @@ RECALL_PLACEMENT = SummaryPlacement(
     preamble="Earlier messages of this conversation that match the newest one, quoted:",
 )
 _TIME_KEYS = ("timestamp", "created_at", "time", "date")
-_WS = re.compile(r"\s+")
+_SMALLEST_LINE = 8  # tokens: with less room left, no line can fit
+_SHORT = 40  # tokens: an answer shorter than this comes with the request before it
+_LONG_CHARS = 800  # a longer text (a tool output, say) is quoted by its matching sentences
+_MAX_SENTENCES = 3
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_NONE: frozenset[str] = frozenset()
 
 
 def normalized(text: str) -> str:
     """Lowercased with whitespace collapsed: how "the context already says it" is tested."""
-    return _WS.sub(" ", text.lower()).strip()
+    return " ".join(text.lower().split())
 
 
 @dataclass
@@ -77,8 +85,18 @@ def _unsent(hit: SearchHit, position: int, sent: str) -> bool:
     return bool(text) and text not in sent
 
 
-def _options(hit: SearchHit) -> list[list[int]]:
-    """The spans to try for ``hit``, best first: with the request before it, then alone."""
+def _is_short(
+    hit: SearchHit, cost_of: Callable[[SearchHit, int], int], span: Sequence[int]
+) -> bool:
+    return sum(cost_of(hit, p) for p in span) < _SHORT
+
+
+def _options(hit: SearchHit, short: Callable[[Sequence[int]], bool]) -> list[list[int]]:
+    """The spans to try for ``hit``, best first: with the request before it, then alone.
+
+    The request is only brought along when ``short(span)`` says the hit's own unit is too
+    short to stand alone ("Yes, twice!" means little without the question).
+    """
     excerpt = hit.excerpt
     spans = units(excerpt) if excerpt else []
     at = hit.position - hit.start
@@ -89,7 +107,7 @@ def _options(hit: SearchHit) -> list[list[int]]:
     if not _whole(excerpt[a:b]):
         return []  # a call or a result lies outside the excerpt
     own = list(range(hit.start + a, hit.start + b))
-    if k > 0 and not is_request(excerpt[a]):
+    if k > 0 and not is_request(excerpt[a]) and short(own):
         pa, pb = spans[k - 1]
         if is_request(excerpt[pa]) and _whole(excerpt[pa:pb]):
             return [list(range(hit.start + pa, hit.start + b)), own]
@@ -112,18 +130,29 @@ def choose(
         cost: tokens of one message's rendered line, given its position.
     """
     out = Choice()
+    costs: dict[int, int] = {}
+
+    def cost_of(hit: SearchHit, position: int) -> int:
+        known = costs.get(position)
+        if known is None:
+            known = costs[position] = cost(position, hit.excerpt[position - hit.start])
+        return known
+
     for hit in hits:
+        if room - out.tokens < _SMALLEST_LINE:
+            out.no_room += 1
+            continue
         text = normalized(" ".join(message_texts((hit.message,))))
         if not text or text in sent or hit.position in out.messages:
             out.already_sent += 1
             continue
-        options = _options(hit)
+        options = _options(hit, partial(_is_short, hit, cost_of))
         if not options:
             out.broken += 1
             continue
         for span in options:
             new = [p for p in span if p not in out.messages and _unsent(hit, p, sent)]
-            extra = sum(cost(p, hit.excerpt[p - hit.start]) for p in new)
+            extra = sum(cost_of(hit, p) for p in new)
             if out.tokens + extra <= room:
                 out.messages.update((p, hit.excerpt[p - hit.start]) for p in new)
                 out.hits.append(hit.position)
@@ -147,33 +176,75 @@ def _speaker(message: Message) -> str:
         return "Tool result"
     if message.tool_calls:
         return "Assistant tool calls"
-    return message.role.capitalize()
+    role = message.role.capitalize()
+    return f"{role} ({message.name})" if message.name else role
 
 
-def line(position: int, message: Message) -> str:
-    """One recalled message as it is quoted: ``[Speaker · message N · time] text``."""
+def passage(text: str, terms: frozenset[str]) -> str:
+    """``text``, or for a long one only its sentences that hold a query term.
+
+    A long tool output or message is quoted by what matched, the cut parts marked ``…``; a
+    text with no matching sentence (it matched by a tool name, say) keeps its start.
+    """
+    text = text.strip()
+    if len(text) <= _LONG_CHARS or not terms:
+        return text
+    sentences = _SENTENCE.split(text)
+    matched = [i for i, sent in enumerate(sentences) if terms.intersection(tokenize(sent))]
+    # A matching sentence and the one after it: the answer often follows what matched.
+    keep = sorted({j for i in matched[:_MAX_SENTENCES] for j in (i, i + 1) if j < len(sentences)})
+    if not keep:
+        return text[:_LONG_CHARS].rstrip() + " …"
+    out: list[str] = []
+    last = -1
+    for i in keep:
+        if i > last + 1 or (i == keep[0] and i > 0):
+            out.append("…")
+        out.append(sentences[i][: _LONG_CHARS * 2])
+        last = i
+    if last < len(sentences) - 1:
+        out.append("…")
+    return " ".join(out)
+
+
+def line(
+    position: int, message: Message, *, when: str | None = None, terms: frozenset[str] = _NONE
+) -> str:
+    """One recalled message as it is quoted: ``[Speaker #N · time] text``.
+
+    ``#N`` is the message's position; the time is given only where it changes (see
+    :func:`render`), so a run of one session does not repeat it on every line. A long text
+    is quoted by its sentences that hold one of ``terms`` (see :func:`passage`).
+    """
     pieces: list[str] = []
     for part in message.parts:
         if isinstance(part, TextPart) and part.text.strip():
-            pieces.append(part.text.strip())
+            pieces.append(passage(part.text, terms))
         elif isinstance(part, ToolCallPart):
-            pieces.append(f"{part.name}({part.arguments})")
+            pieces.append(f"{part.name}({passage(part.arguments, terms)})")
         elif isinstance(part, ToolResultPart):
-            pieces.append(part.text.strip())
-    when = _time_of(message)
-    head = f"{_speaker(message)} · message {position}" + (f" · {when}" if when else "")
+            pieces.append(passage(part.text, terms))
+    head = f"{_speaker(message)} #{position}" + (f" · {when}" if when else "")
     body = escape_text("\n".join(pieces), (*FRAMING_TAGS, RECALL_PLACEMENT.tag))
     return f"[{escape_text(head)}] {body}"
 
 
-def render(chosen: dict[int, Message]) -> str:
-    """The body of the frame: the chosen messages in conversation order, runs apart."""
+def render(chosen: dict[int, Message], terms: frozenset[str] = _NONE) -> str:
+    """The body of the frame: the chosen messages in conversation order, runs apart.
+
+    A message's time (from its ``extra``) is shown on the first line that has it and
+    wherever it changes.
+    """
     out: list[str] = []
     last: int | None = None
+    shown: str | None = None
     for position in sorted(chosen):
         if last is not None and position != last + 1:
             out.append("[…]")
-        out.append(line(position, chosen[position]))
+        message = chosen[position]
+        when = _time_of(message)
+        out.append(line(position, message, when=when if when != shown else None, terms=terms))
+        shown = when or shown
         last = position
     return "\n".join(out)
 

@@ -66,6 +66,7 @@ __all__ = ["Query", "Recall"]
 #: A fixed query, or a function of the history giving one (None: nothing to recall).
 Query = str | Callable[[Sequence[Message]], str | None] | None
 _QUERY_CHARS = 2000  # a longer message is searched by its start
+_FIT_TRIES = 8  # choices made, each in less room, before giving up on the excerpts
 _WORD = re.compile(r"[^\W_]+")
 
 
@@ -138,7 +139,7 @@ class Recall(FrozenConfig):
         share: float = 0.3,
         max_tokens: int | None = None,
         query: Query = None,
-        candidates: int = 20,
+        candidates: int = 30,
         around: int = 3,
         placement: SummaryPlacement = RECALL_PLACEMENT,
     ) -> None:
@@ -264,13 +265,17 @@ class Recall(FrozenConfig):
             return _noted(result, f"recall: nothing earlier matches {_short(query)}")
         own = _own_parts(messages, context[at])
         sent = normalized(" ".join(message_texts(context)))
-        for _ in range(3):  # counting the whole may disagree with the per-line estimate
-            choice = choose(
-                hits, sent=sent, room=room, cost=lambda p, m: counter.count_text(line(p, m)) + 1
-            )
+        terms = frozenset(tokenize(query))
+
+        def cost(position: int, message: Message) -> int:
+            return counter.count_text(line(position, message, terms=terms)) + 1
+
+        for _ in range(_FIT_TRIES):  # the whole may count more than its lines did
+            choice = choose(hits, sent=sent, room=room, cost=cost)
             if not choice.messages:
                 return _noted(result, _why_none(query, choice))
-            built = insert(context, at, own, render(choice.messages), self.placement)
+            body = render(choice.messages, terms)
+            built = insert(context, at, own, body, self.placement)
             tokens = result.tokens + counter.count_messages(built) - counter.count_messages(context)
             if tokens <= limit:
                 return dataclasses.replace(
@@ -280,7 +285,7 @@ class Recall(FrozenConfig):
                     recalled=tuple(sorted(choice.messages)),
                     notes=(*result.notes, _note(query, choice, hits, room)),
                 )
-            room -= tokens - limit
+            room -= (tokens - limit) * 3 // 2 + 4
         return _noted(result, "recall: the excerpts did not fit the budget")
 
 
