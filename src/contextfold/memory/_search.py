@@ -12,7 +12,7 @@ saying so.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from typing import Any
 
 from contextfold._drive import relay
@@ -84,15 +84,19 @@ class Searcher(HistoryReader):
         if not call.query.strip() or call.limit <= 0 or before <= floor:
             return ()
         rows = yield from self.search_log(call.query, call.limit, before, notes)
-        hits: list[SearchHit] = []
-        for row in rows:
-            if not floor <= row.seq < before:
-                continue
-            lo = max(floor, row.seq - call.around)
-            hi = min(before, row.seq + call.around + 1)
-            excerpt = yield from self._messages_between(lo, hi)
-            hits.append(SearchHit(row.seq, lo, tuple(excerpt)))
-        return tuple(hits)
+        spans = [
+            (row.seq, max(floor, row.seq - call.around), min(before, row.seq + call.around + 1))
+            for row in rows
+            if floor <= row.seq < before
+        ]
+        # One read per run of overlapping neighbourhoods, not one per hit.
+        known: dict[int, Message] = {}
+        for lo, hi in _merged((lo, hi) for _, lo, hi in spans):
+            messages = yield from self._messages_between(lo, hi)
+            known.update(zip(range(lo, hi), messages, strict=True))
+        return tuple(
+            SearchHit(seq, lo, tuple(known[s] for s in range(lo, hi))) for seq, lo, hi in spans
+        )
 
     def dry_plan(
         self, history: History, state: StrategyState, notes: list[str]
@@ -124,6 +128,17 @@ class Searcher(HistoryReader):
         if all(m is not None for m in cached):
             return [m for m in cached if m is not None]
         return (yield from self._read(lo - 1, hi - lo))
+
+
+def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``(lo, hi)`` spans with the overlapping and touching ones joined, in order."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
 
 
 def _seq_before(history: History, index: int, floor: int) -> int:

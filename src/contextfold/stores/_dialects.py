@@ -78,11 +78,12 @@ def _sqlite_search_migration() -> tuple[str, ...]:
     )
 
 
+# Rank inside the index first, then fetch only the rows kept (not every match's row).
 _SQLITE_SEARCH = (
-    "SELECT f.rowid - ?, m.data FROM contextfold_messages_fts AS f"
-    " JOIN contextfold_messages AS m ON m.key = f.rowid"
-    " WHERE contextfold_messages_fts MATCH ? AND f.rowid > ? AND f.rowid < ?"
-    " ORDER BY bm25(contextfold_messages_fts) LIMIT ?"
+    "SELECT f.rowid - ?, m.data FROM (SELECT rowid, rank FROM contextfold_messages_fts"
+    " WHERE contextfold_messages_fts MATCH ? AND rowid > ? AND rowid < ?"
+    " ORDER BY rank LIMIT ?) AS f JOIN contextfold_messages AS m ON m.key = f.rowid"
+    " ORDER BY f.rank"
 )
 
 
