@@ -187,6 +187,10 @@ def sqlite_dialect() -> Dialect:
         layout=_SQLITE_LAYOUT,
         select_columns="SELECT lower(name) FROM pragma_table_info(?)",
         search_messages=_SQLITE_SEARCH,
+        count_word=(
+            "SELECT count(*) FROM (SELECT 1 FROM contextfold_messages_fts"
+            " WHERE contextfold_messages_fts MATCH ? AND rowid > ? AND rowid < ? LIMIT ?)"
+        ),
         select_conversation_num="SELECT num FROM contextfold_conversations WHERE id = ?",
         **_sqlite_log_sql(),
         **_sqlite_checkpoint_and_lock_sql(),
@@ -317,6 +321,10 @@ def postgres_dialect(schema: str) -> Dialect:
         select_latest_checkpoint_id=f"SELECT n, id {latest}",
         select_latest_checkpoint=f"SELECT n, data {latest}",
         select_checkpoints=f"SELECT n, data FROM {ckpts} WHERE conversation_id = %s ORDER BY n",
+        count_word=(
+            f"SELECT count(*) FROM (SELECT 1 FROM {msgs} WHERE conversation_id = %s"
+            " AND seq < %s AND search @@ to_tsquery('english', %s) LIMIT %s) AS x"
+        ),
         search_messages=(
             f"SELECT seq, data FROM {msgs}, to_tsquery('english', %s) AS q"
             " WHERE conversation_id = %s AND seq < %s AND search @@ q"

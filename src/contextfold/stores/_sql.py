@@ -27,7 +27,6 @@ from contextfold.errors import StoreError
 from contextfold.stores._backend import OpStore
 from contextfold.stores._checks import check_checkpoint_commit
 from contextfold.stores._codec import decode_checkpoint, decode_rows
-from contextfold.stores._search import fts5_match, query_words, tsquery_text
 from contextfold.stores.base import StoredMessage
 
 T = TypeVar("T")
@@ -110,6 +109,8 @@ class Dialect:
     search_messages: str = ""
     #: SQLite: the conversation's number, from which its key range follows.
     select_conversation_num: str = ""
+    #: How many of a conversation's messages hold one word, counted up to a cap.
+    count_word: str = ""
 
 
 # -- operations --------------------------------------------------------------------------
@@ -325,32 +326,6 @@ def op_delete(d: Dialect, conversation_id: str) -> Op[None]:
         yield Query(statement, (conversation_id,))
 
 
-def op_search(
-    d: Dialect, conversation_id: str, query: str, limit: int, before_seq: int | None
-) -> Op[list[StoredMessage]]:
-    """The best ``limit`` messages for ``query`` (any of its words), best first.
-
-    SQLite ranks with FTS5's ``bm25()`` inside the conversation's key range (so the index
-    of every conversation is one table and a search touches one range of it); PostgreSQL
-    ranks with ``ts_rank`` over the messages' ``tsvector`` column.
-    """
-    words = query_words(query)
-    if not words or limit == 0 or (before_seq is not None and before_seq <= 1):
-        return []
-    if d.packed_keys:
-        rows = yield Query(d.select_conversation_num, (conversation_id,))
-        if not rows:
-            return []
-        base = int(rows[0][0]) << 32
-        stop = base + min(MAX_SEQ + 1, before_seq if before_seq is not None else MAX_SEQ + 1)
-        params: tuple[Any, ...] = (base, fts5_match(words), base, stop, limit)
-    else:
-        stop = before_seq if before_seq is not None else MAX_SEQ + 1
-        params = (tsquery_text(words), conversation_id, stop, limit)
-    rows = yield Query(d.search_messages, params)
-    return decode_rows(rows, conversation_id)
-
-
 def op_try_lock(d: Dialect, conversation_id: str, token: str, now: float, ttl: float) -> Op[bool]:
     """Claim the lock row unless a live one exists (inside a write transaction)."""
     rows = yield Query(d.select_lock, (conversation_id,))
@@ -401,6 +376,8 @@ class SQLOpStore(OpStore):
     def _op_search(
         self, cid: str, query: str, limit: int, before_seq: int | None
     ) -> Op[list[StoredMessage]]:
+        from contextfold.stores._sql_search import op_search
+
         return op_search(self._dialect, cid, query, limit, before_seq)
 
 
