@@ -46,7 +46,7 @@ RECALL_PLACEMENT = SummaryPlacement(
 )
 _TIME_KEYS = ("timestamp", "created_at", "time", "date")
 _SMALLEST_LINE = 8  # tokens: with less room left, no line can fit
-_SHORT = 40  # tokens: an answer shorter than this comes with the request before it
+_SHORT = 16  # tokens: an answer shorter than this comes with the request before it
 _LONG_CHARS = 800  # a longer text (a tool output, say) is quoted by its matching sentences
 _MAX_SENTENCES = 3
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -94,8 +94,9 @@ def _is_short(
 def _options(hit: SearchHit, short: Callable[[Sequence[int]], bool]) -> list[list[int]]:
     """The spans to try for ``hit``, best first: with the request before it, then alone.
 
-    The request is only brought along when ``short(span)`` says the hit's own unit is too
-    short to stand alone ("Yes, twice!" means little without the question).
+    The request is brought along for a tool call (what it was called for) and when
+    ``short(span)`` says an answer is too short to stand alone ("Yes, twice!" means little
+    without the question).
     """
     excerpt = hit.excerpt
     spans = units(excerpt) if excerpt else []
@@ -107,7 +108,8 @@ def _options(hit: SearchHit, short: Callable[[Sequence[int]], bool]) -> list[lis
     if not _whole(excerpt[a:b]):
         return []  # a call or a result lies outside the excerpt
     own = list(range(hit.start + a, hit.start + b))
-    if k > 0 and not is_request(excerpt[a]) and short(own):
+    tools = any(m.tool_calls for m in excerpt[a:b])
+    if k > 0 and not is_request(excerpt[a]) and (tools or short(own)):
         pa, pb = spans[k - 1]
         if is_request(excerpt[pa]) and _whole(excerpt[pa:pb]):
             return [list(range(hit.start + pa, hit.start + b)), own]
