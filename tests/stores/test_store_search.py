@@ -164,3 +164,22 @@ def test_sql_searches_leave_out_words_most_messages_hold(
     hits = store.search(c, "weather umbrella", limit=50)
     assert [h.seq for h in hits] == [13]  # "weather" is in every message: left out
     assert len(store.search(c, "weather", limit=50)) == 13  # a lone word is always kept
+
+
+async def test_recall_under_an_async_memory_searches_the_store(backend: Any) -> None:
+    from contextfold import ConversationMemory, Recall, SlidingWindow
+
+    store = backend.open()
+    try:
+        memory = ConversationMemory(
+            strategy=Recall(SlidingWindow(300)), store=store, conversation_id=cid()
+        )
+        await memory.aextend(orders(40))
+        await memory.aadd(Message.user("Where is order ORD-1012 going?"))
+        ctx = await memory.abuild_context()
+        assert 26 in ctx.stats.recalled
+        assert "ORD-1012" in ctx.messages[-1].text
+        hits = await memory.asearch("ORD-1012", limit=5)
+        assert 26 in [h.seq for h in hits]
+    finally:
+        await store.aclose()
