@@ -252,6 +252,21 @@ def _postgres_search_migration(msgs: str) -> tuple[str, ...]:
     )
 
 
+def _postgres_search_sql(msgs: str) -> dict[str, Any]:
+    """Full-text search of one conversation, and the word count that trims its query."""
+    return {
+        "count_word": (
+            f"SELECT count(*) FROM (SELECT 1 FROM {msgs} WHERE conversation_id = %s"
+            " AND seq < %s AND search @@ to_tsquery('english', %s) LIMIT %s) AS x"
+        ),
+        "search_messages": (
+            f"SELECT seq, data FROM {msgs}, to_tsquery('english', %s) AS q"
+            " WHERE conversation_id = %s AND seq < %s AND search @@ q"
+            " ORDER BY ts_rank(search, q) DESC, seq DESC LIMIT %s"
+        ),
+    }
+
+
 def _postgres_append_sql(conv: str, msgs: str) -> dict[str, Any]:
     """The counter bump and the inserts, apart and as one statement."""
     bump = (
@@ -321,15 +336,7 @@ def postgres_dialect(schema: str) -> Dialect:
         select_latest_checkpoint_id=f"SELECT n, id {latest}",
         select_latest_checkpoint=f"SELECT n, data {latest}",
         select_checkpoints=f"SELECT n, data FROM {ckpts} WHERE conversation_id = %s ORDER BY n",
-        count_word=(
-            f"SELECT count(*) FROM (SELECT 1 FROM {msgs} WHERE conversation_id = %s"
-            " AND seq < %s AND search @@ to_tsquery('english', %s) LIMIT %s) AS x"
-        ),
-        search_messages=(
-            f"SELECT seq, data FROM {msgs}, to_tsquery('english', %s) AS q"
-            " WHERE conversation_id = %s AND seq < %s AND search @@ q"
-            " ORDER BY ts_rank(search, q) DESC, seq DESC LIMIT %s"
-        ),
+        **_postgres_search_sql(msgs),
         insert_checkpoint=(
             f"INSERT INTO {ckpts} (conversation_id, n, id, data) VALUES (%s, %s, %s, %s)"
         ),
