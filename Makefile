@@ -24,7 +24,7 @@ install-dev: $(VENV)/.installed-dev
 ## The main job: compact a shipped example conversation, offline, on the embedded defaults
 ## (extractive summarizer, SQLite store). A second run reuses the stored checkpoint.
 demo: $(VENV)/.installed
-	$(VENV)/bin/contextfold compact examples/support_chat.json --budget 400 \
+	$(VENV)/bin/contextfold compact examples/support_chat.json --budget 500 \
 		--store sqlite:///demo.db --conversation demo
 
 lint: $(VENV)/.installed-dev

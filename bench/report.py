@@ -3,7 +3,8 @@
 Run ``python -m bench.report`` (what ``make bench`` does) or ``--tiny`` to check that every
 benchmark still runs (seconds each; the figures are then not meaningful).
 
-Each benchmark module (``bench/bench_*.py``, ``bench/retention.py`` and ``bench/replay.py``) runs in its own
+Each benchmark module (``bench/bench_*.py``, ``bench/retention.py``, ``bench/recall.py`` and
+``bench/replay.py``) runs in its own
 process, one after the other, so they do not disturb each other's timings. Its Markdown
 tables (stdout) go into the report as they are, and its raw figures
 (``bench/out/<name>.json``) feed the PNG charts written to ``docs/bench/``. The report also
@@ -52,7 +53,7 @@ PEERS = (
 def discover() -> list[str]:
     """Module names of every benchmark, in a stable order."""
     names = sorted(p.stem for p in BENCH.glob("bench_*.py"))
-    names += [name for name in ("retention", "replay") if (BENCH / f"{name}.py").exists()]
+    names += [name for name in ("retention", "recall", "replay") if (BENCH / f"{name}.py").exists()]
     return names
 
 
@@ -330,6 +331,22 @@ def chart_retention(data: Any) -> list[Path]:
     return paths
 
 
+def chart_recall(data: Any) -> list[Path]:
+    retention = (data.get("retention") or {}).get("retention") or {}
+    if not retention:
+        return []
+    budgets = list(next(iter(retention.values())))
+    fig, ax = _figure("Answers in the context, question as the newest message", "", "")
+    width = 0.8 / max(1, len(retention))
+    for i, (name, by_budget) in enumerate(retention.items()):
+        xs = [j + i * width for j in range(len(budgets))]
+        ax.bar(xs, [by_budget.get(b, 0) for b in budgets], width=width, label=name)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(budgets))], budgets)
+    ax.set_ylabel("share of LoCoMo questions answered by the context")
+    ax.legend(fontsize=6)
+    return [_save(fig, "recall_locomo")]
+
+
 def chart_adapters(data: Any) -> list[Path]:
     rows = data["modes"]
     groups = list(dict.fromkeys(r["data"] for r in rows))
@@ -357,6 +374,7 @@ CHARTERS: dict[str, Callable[[Any], list[Path]]] = {
     "strategies": chart_strategies,
     "formats": chart_formats,
     "retention": chart_retention,
+    "recall": chart_recall,
 }
 
 

@@ -257,7 +257,8 @@ def test_sqlite_migrations_are_recorded_once(tmp_path: Path) -> None:
     assert rows == [
         (1, "0001_initial_log"),
         (2, "0002_compact_text_rows"),
-        (3, "0003_conversation_state"),
+        (3, "0003_message_search"),
+        (4, "0004_conversation_state"),
     ]
 
 
@@ -298,7 +299,11 @@ def test_postgres_refuses_a_newer_schema(postgres_backend: Any) -> None:
     with psycopg.connect(persistent_backend.url, autocommit=True) as conn:
         conn.execute(f'DELETE FROM "{schema}".contextfold_schema WHERE version = 42')
         rows = conn.execute(f'SELECT version, name FROM "{schema}".contextfold_schema').fetchall()
-    assert sorted(rows) == [(1, "0001_initial_log"), (2, "0002_conversation_state")]
+    assert sorted(rows) == [
+        (1, "0001_initial_log"),
+        (2, "0002_message_search"),
+        (3, "0003_conversation_state"),
+    ]
     assert [s.message.text for s in persistent_backend.open().read("c")] == ["kept"]
 
 

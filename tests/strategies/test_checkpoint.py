@@ -317,9 +317,18 @@ def test_split_turn_summarizes_the_turn_prefix_separately() -> None:
 def test_split_turn_without_earlier_history_uses_the_whole_budget() -> None:
     history = long_single_turn()
     fake = FakeSummarizer(text=lambda r: f"cap {r.max_output_tokens}")
-    check(history, Checkpoint(fake, max_tokens=2000, keep_recent_tokens=300))
+    check(history, Checkpoint(fake, max_tokens=2000, keep_recent_tokens=300, compact_to=1.0))
     assert [r.kind for r in fake.requests] == ["turn_prefix"]
     assert (fake.requests[0].max_output_tokens or 0) > 1000
+
+
+def test_below_a_lower_mark_the_checkpoint_and_tail_keep_to_it() -> None:
+    """The checkpoint's room is what the mark leaves beside the tail, so turns can append."""
+    history = long_single_turn()
+    fake = FakeSummarizer(text=lambda r: f"cap {r.max_output_tokens}")
+    check(history, Checkpoint(fake, max_tokens=2000, keep_recent_tokens=300, compact_to=0.5))
+    cap = fake.requests[0].max_output_tokens or 0
+    assert 0 < cap <= 1000
 
 
 def test_cache_aligned_request_shape() -> None:
@@ -455,6 +464,9 @@ def test_locomo_answers_retained_at_ten_percent(data_dir: Path) -> None:
             ExtractiveSummarizer(max_output_tokens=budget),
             max_tokens=budget,
             keep_recent_tokens=budget // 5,
+            # The most a 10% context can hold: one build, so no room is kept for later turns
+            # (bench.lower_mark reports what the default lower mark costs in retention).
+            compact_to=1.0,
         )
         result = run(strategy, history, counter=COUNTER)
         assert result.tokens <= budget

@@ -191,9 +191,20 @@ def strategy_from_args(args: argparse.Namespace, *, summarizer_spec: str | None 
     summarizer = None
     if args.strategy in SUMMARIZING:
         summarizer = build_summarizer(summarizer_spec or args.summarizer)
-    return build_strategy(
+    strategy = build_strategy(
         args.strategy, budget=args.budget, summarizer=summarizer, keep_recent=args.keep_recent
     )
+    recall = getattr(args, "recall", None)
+    if recall is None:
+        return strategy
+    from contextfold.strategies.recall import Recall
+
+    try:
+        return Recall(strategy, share=recall, max_tokens=args.budget)
+    except ConfigError as exc:
+        raise UsageError(
+            f"cannot wrap {args.strategy!r} in Recall: {exc}", code=EXIT_USAGE
+        ) from exc
 
 
 def require_existing_store(url: str, *, conversation: str | None = None) -> None:

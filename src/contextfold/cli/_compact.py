@@ -283,6 +283,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         "summary_calls_needed": result.summary_calls,
         "fallback": result.fallback,
         "notes": list(result.notes),
+        "recalled": list(result.recalled),
     }
     if args.json:
         write_json({"plan": summary, "messages": rows}, None)

@@ -39,6 +39,17 @@ def positive(text: str) -> int:
     return value
 
 
+def share(text: str) -> float:
+    """An argparse type for a fraction strictly between 0 and 1 (``0.3``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {value}")
+    return value
+
+
 def conversation_id(text: str) -> str:
     """An argparse type for a conversation id: any text but the empty string."""
     if not text:
@@ -123,6 +134,16 @@ def add_strategy(p: argparse.ArgumentParser, *, summarizer: bool = True) -> None
         help="newest messages never summarized (summary, hybrid) or newest tool results "
         "never cleared (prune); pipeline uses it for both; default 6. The checkpoint "
         "strategy keeps a quarter of the budget instead",
+    )
+    p.add_argument(
+        "--recall",
+        type=share,
+        nargs="?",
+        const=0.3,
+        default=None,
+        metavar="SHARE",
+        help="wrap the strategy in Recall: this share of the budget (0.3 when no number is "
+        "given) quotes earlier messages that match the newest user message",
     )
     if summarizer:
         p.add_argument(

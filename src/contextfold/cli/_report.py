@@ -7,6 +7,7 @@ names and meanings of ``MemoryStats``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import IO, Any, NoReturn
 
 from contextfold.cli._io import table
@@ -56,7 +57,16 @@ def result_stats(result: Any, *, budget: int, messages_in: int) -> dict[str, Any
         "failure_code": result.failure_code,
         "limit_reached": result.limit_reached,
         "notes": list(result.notes),
+        **recall_stats(result.recalled, result.notes),
     }
+
+
+def recall_stats(recalled: Sequence[int], notes: Sequence[str]) -> dict[str, Any]:
+    """What :class:`~contextfold.Recall` quoted and why (nothing when it did not run)."""
+    note = next((n for n in notes if n.startswith("recall: ")), None)
+    if note is None:
+        return {}
+    return {"recalled": list(recalled), "recall": note.removeprefix("recall: ")}
 
 
 def memory_stats(memory: ConversationMemory, context: Any, *, budget: int) -> dict[str, Any]:
@@ -91,6 +101,7 @@ def memory_stats(memory: ConversationMemory, context: Any, *, budget: int) -> di
         "lifetime_full_history_cost_usd": st.lifetime_full_history_cost_usd,
         "limit_reached": st.limit_reached,
         "notes": list(st.notes),
+        **recall_stats(st.recalled, st.notes),
     }
 
 
@@ -134,6 +145,9 @@ def print_stats(stats: dict[str, Any], *, title: str, stream: IO[str]) -> None:
         full = stats.get("full_history_cost_usd")
         versus = f" (full history: ${full:.5f})" if full is not None else ""
         rows.append(("estimated input cost", f"${stats['estimated_cost_usd']:.5f}{versus}"))
+    if "recall" in stats:
+        rows.append(("recalled messages", len(stats["recalled"])))
+        rows.append(("recall", stats["recall"]))
     rows.append(("fallback", stats["fallback"] or "none"))
     if stats.get("limit_reached"):
         rows.append(("stopped by a limit", stats["limit_reached"]))

@@ -26,19 +26,21 @@ from contextfold.memory._ops import (
     Lock,
     SaveState,
 )
-from contextfold.memory._reader import History, HistoryReader
+from contextfold.memory._reader import History
+from contextfold.memory._search import Searcher
 from contextfold.memory._stats import BuildRecord, Ledger, MemoryStats, with_record
 from contextfold.memory._totals import Totals
 from contextfold.messages import Message
 from contextfold.pricing import ModelPrices
 from contextfold.strategies.base import (
+    PlanOp,
+    SearchCall,
     Strategy,
     StrategyResult,
     StrategyState,
     SummaryCall,
     counts_tools,
 )
-from contextfold.strategies.run import dry_run
 from contextfold.summarizers.base import SummarizationResult
 from contextfold.tokens.base import TokenCounter
 
@@ -100,7 +102,7 @@ def _merge(ranges: Sequence[range]) -> tuple[range, ...]:
     return tuple(out)
 
 
-class MemoryCore(HistoryReader, Totals):
+class MemoryCore(Searcher, Totals):
     """The state and logic of a memory, with no I/O: every store access is a yielded op."""
 
     def __init__(
@@ -186,13 +188,7 @@ class MemoryCore(HistoryReader, Totals):
         while True:
             history = yield from self._load_history(last, stored)
             if dry:
-                result = dry_run(
-                    self.strategy,
-                    history.messages,
-                    counter=self.counter,
-                    checkpoint=history.checkpoint,
-                    state=self.state,
-                )
+                result = yield from self.dry_plan(history, self.state, lock.notes)
                 break
             plan = self.strategy.plan(
                 history.messages,
@@ -201,7 +197,7 @@ class MemoryCore(HistoryReader, Totals):
                 state=replace(self.state, cache_cold=self.cache.cold()),
             )
             try:
-                result = yield from relay(plan, partial(self._summarize, lock, stored))
+                result = yield from relay(plan, partial(self._answer, lock, stored, history))
             except _Restart as restart:  # someone compacted while we planned: build on theirs
                 stored = restart.latest
                 continue
@@ -259,6 +255,14 @@ class MemoryCore(HistoryReader, Totals):
             return _without_new_checkpoint(result)
         committed: CheckpointRecord = yield Commit(record, _cid(stored))
         return _with_checkpoint(result, committed)
+
+    def _answer(
+        self, lock: _LockState, stored: CheckpointRecord | None, history: History, op: PlanOp
+    ) -> CoreGen[Any]:
+        """Answer a plan's request: a search through the store, or a summary call."""
+        if isinstance(op, SearchCall):
+            return (yield from self.answer_search(history, op, lock.notes))
+        return (yield from self._summarize(lock, stored, op))
 
     def _summarize(
         self, lock: _LockState, stored: CheckpointRecord | None, call: SummaryCall
@@ -356,6 +360,7 @@ class MemoryCore(HistoryReader, Totals):
             summarized_count=result.summarized_count + covered_unread,
             tools_tokens=self.tools_tokens,
             notes=(*result.notes, *memory_notes),
+            recalled=result.recalled,
             total_tokens=record.total,
             lifetime_tokens_saved=record.lifetime,
             **(_cache_fields(figures) if figures is not None else {}),

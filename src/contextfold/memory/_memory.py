@@ -19,10 +19,11 @@ from contextfold.memory._ops import (
     adrive,
     drive,
 )
+from contextfold.memory._search import check_query
 from contextfold.memory._stats import MemoryStats
 from contextfold.messages import Message
 from contextfold.pricing import ModelPrices, prices_for
-from contextfold.stores.base import AsyncStore, Store
+from contextfold.stores.base import AsyncStore, Store, StoredMessage
 from contextfold.strategies.base import Strategy, StrategyState, tools_of, with_tools
 from contextfold.tokens.base import TokenCounter
 
@@ -262,6 +263,20 @@ class ConversationMemory:
             "ConversationMemory.messages is now the method read_messages() "
             "(await aread_messages() in async code): it reads the whole stored log"
         )
+
+    def search(self, query: str, *, limit: int = 10) -> list[StoredMessage]:
+        """Stored messages matching ``query`` (any of its words), best first, with their seqs.
+
+        The store's own search (FTS5, PostgreSQL full-text search, a BM25 index); a store
+        without one is read whole. Raises :class:`ConfigError` for a bad query or limit.
+        """
+        check_query(query, limit)
+        return self._drive(self._core.search_log(query, limit, None))
+
+    async def asearch(self, query: str, *, limit: int = 10) -> list[StoredMessage]:
+        """Async form of :meth:`search`."""
+        check_query(query, limit)
+        return await self._adrive(self._core.search_log(query, limit, None))
 
     def _read_all(self) -> CoreGen[list[Message]]:
         last: int = yield LastSeq()

@@ -19,7 +19,14 @@ from contextfold import _drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ContextfoldError, StoreError
 from contextfold.messages import Message
-from contextfold.stores.base import AsyncStore, Store, has_async_state_log, has_state_log
+from contextfold.stores.base import (
+    AsyncStore,
+    Store,
+    has_async_search,
+    has_async_state_log,
+    has_search,
+    has_state_log,
+)
 from contextfold.strategies.base import SummaryCall
 from contextfold.strategies.run import acall_summarizer, call_summarizer
 
@@ -82,7 +89,19 @@ class SaveState:
     what = "save the strategy state"
 
 
-_StoreOp = Union[LastSeq, Read, Latest, Commit, Lock, Append, Delete, LoadState, SaveState]  # noqa: UP007
+@dataclass(frozen=True, slots=True)
+class Search:
+    """Answered with the store's search, or None when the store cannot search."""
+
+    query: str
+    before_seq: int | None
+    limit: int
+    what = "search messages"
+
+
+_StoreOp = Union[  # noqa: UP007
+    LastSeq, Read, Latest, Commit, Lock, Append, Delete, LoadState, SaveState, Search
+]
 
 #: What the core yields: a store operation, or a strategy's summary call passed through.
 Op = Union[_StoreOp, SummaryCall]  # noqa: UP007
@@ -159,6 +178,10 @@ def _sync_op(store: Store, cid: str, op: _StoreOp) -> Any:
         return store.load_state(cid) if has_state_log(store) else None
     if isinstance(op, SaveState):
         return store.save_state(cid, op.state) if has_state_log(store) else None
+    if isinstance(op, Search):
+        if not has_search(store):
+            return None
+        return store.search(cid, op.query, limit=op.limit, before_seq=op.before_seq)
     raise AssertionError(f"unhandled store operation {op!r}")  # pragma: no cover
 
 
@@ -182,5 +205,11 @@ async def _async_op(store: AsyncStore, cid: str, op: _StoreOp) -> Any:
     if isinstance(op, SaveState):
         if has_async_state_log(store):
             await store.asave_state(cid, op.state)
+        return None
+    if isinstance(op, Search):
+        if has_async_search(store):
+            return await store.asearch(cid, op.query, limit=op.limit, before_seq=op.before_seq)
+        if has_search(store):
+            return store.search(cid, op.query, limit=op.limit, before_seq=op.before_seq)
         return None
     raise AssertionError(f"unhandled store operation {op!r}")  # pragma: no cover

@@ -98,6 +98,8 @@ class MemoryStats:
         tools_tokens: tokens of the memory's tool schemas (sent with each request on top of
             ``current_tokens``).
         notes: human-readable remarks from the strategy and the memory.
+        recalled: sequence numbers of the stored messages :class:`~contextfold.Recall` quoted
+            as excerpts next to the newest message (the notes say for which query).
         total_tokens: tokens of the full stored history at build time (what sending it all
             would cost), or None when the memory does not know it without reading the log.
         lifetime_tokens_saved: net tokens saved by every build of this conversation in this
@@ -144,6 +146,7 @@ class MemoryStats:
     summarized_count: int = 0
     tools_tokens: int = 0
     notes: tuple[str, ...] = ()
+    recalled: tuple[int, ...] = ()
     total_tokens: int | None = None
     lifetime_tokens_saved: int | None = None
     stable_prefix_tokens: int | None = None
@@ -197,6 +200,7 @@ class MemoryStats:
             "lifetime_full_history_cost_usd": self.lifetime_full_history_cost_usd,
             "notes": list(self.notes),
             "limit_reached": self.limit_reached,
+            "recalled": list(self.recalled),
         }
 
 

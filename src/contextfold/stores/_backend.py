@@ -25,6 +25,7 @@ from contextfold.stores._codec import (
     encode_messages,
     encode_state,
 )
+from contextfold.stores._search import LogIndexes, check_search_args, op_index_search
 from contextfold.stores.base import StoredMessage
 
 __all__ = ["LockingOpStore", "OpStore"]
@@ -99,6 +100,51 @@ class OpStore(ABC):
     @abstractmethod
     def _op_delete(self, cid: str) -> Flow[None]:
         """Remove everything kept for the conversation."""
+
+    def _op_search(
+        self, cid: str, query: str, limit: int, before_seq: int | None
+    ) -> Flow[list[StoredMessage]]:
+        """A search; by default a BM25 index kept in this object, filled from the log.
+
+        A backend with a search engine of its own (the SQL stores) overrides this.
+        """
+        indexes: LogIndexes | None = self.__dict__.get("_log_indexes")
+        if indexes is None:
+            indexes = self.__dict__.setdefault("_log_indexes", LogIndexes())
+        assert indexes is not None
+
+        def read(after: int, limit: int | None) -> Flow[list[StoredMessage]]:
+            return self._op_read(cid, after, limit)
+
+        return op_index_search(indexes, read, cid, query, limit, before_seq)
+
+    def search(
+        self,
+        conversation_id: str,
+        query: str,
+        /,
+        *,
+        limit: int = 10,
+        before_seq: int | None = None,
+    ) -> list[StoredMessage]:
+        """Messages matching ``query``, best first (see :class:`SearchableLog`)."""
+        cid = check_conversation_id(conversation_id)
+        check_search_args(query, limit, before_seq)
+        return self._run(self._op_search(cid, query, limit, before_seq), "search", cid)
+
+    async def asearch(
+        self,
+        conversation_id: str,
+        query: str,
+        /,
+        *,
+        limit: int = 10,
+        before_seq: int | None = None,
+    ) -> list[StoredMessage]:
+        """Async :meth:`search`."""
+        cid = check_conversation_id(conversation_id)
+        check_search_args(query, limit, before_seq)
+        return await self._arun(self._op_search(cid, query, limit, before_seq), "search", cid)
 
     # -- sync API ------------------------------------------------------------------------
 

@@ -107,6 +107,12 @@ class Dialect:
     select_columns: str = ""
     #: Where the tables live, for errors (`` in schema "app"``).
     layout_scope: str = ""
+    #: Full-text search of one conversation's messages (see :func:`op_search`).
+    search_messages: str = ""
+    #: SQLite: the conversation's number, from which its key range follows.
+    select_conversation_num: str = ""
+    #: How many of a conversation's messages hold one word, counted up to a cap.
+    count_word: str = ""
 
 
 # -- operations --------------------------------------------------------------------------
@@ -132,7 +138,12 @@ def op_migrate(d: Dialect) -> Op[list[str]]:
         yield Query(statement)
     applied = yield Query(d.select_schema)
     names = []
+    checked = False
     for migration in _missing(d, applied):
+        if migration.version > 1 and not checked:
+            # Later steps build on the tables of the first: refuse foreign ones before them.
+            yield from op_check_layout(d, missing_ok=True)  # later steps may create some
+            checked = True
         for statement in migration.statements:
             yield Query(statement)
         yield Query(d.insert_schema, (migration.version, migration.name))
@@ -142,15 +153,18 @@ def op_migrate(d: Dialect) -> Op[list[str]]:
     return names
 
 
-def op_check_layout(d: Dialect) -> Op[None]:
+def op_check_layout(d: Dialect, *, missing_ok: bool = False) -> Op[None]:
     """Refuse tables of ours that lack a column this version uses.
 
     A table with one of our names created by something else would otherwise be adopted
-    and marked as migrated, and fail only at the first append (or be read wrongly).
+    and marked as migrated, and fail only at the first append (or be read wrongly). With
+    ``missing_ok`` (before the migrations that create them), absent tables are let through.
     """
     for table, columns in d.layout:
         rows = yield Query(d.select_columns, (table,))
         found = {str(row[0]).lower() for row in rows}
+        if not found and missing_ok:
+            continue
         if not found:
             raise StoreError(
                 f"the {d.name} store's table {table}{d.layout_scope} is missing although its "
@@ -378,6 +392,13 @@ class SQLOpStore(OpStore):
 
     def _op_delete(self, cid: str) -> Op[None]:
         return op_delete(self._dialect, cid)
+
+    def _op_search(
+        self, cid: str, query: str, limit: int, before_seq: int | None
+    ) -> Op[list[StoredMessage]]:
+        from contextfold.stores._sql_search import op_search
+
+        return op_search(self._dialect, cid, query, limit, before_seq)
 
 
 # -- drivers -----------------------------------------------------------------------------

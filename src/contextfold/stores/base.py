@@ -12,7 +12,10 @@ The contract is three small protocols, each with an async twin:
 
 * :class:`MessageLog` / :class:`AsyncMessageLog`: the log itself (the one a store must have);
 * :class:`CheckpointLog` / :class:`AsyncCheckpointLog`: committed checkpoints;
-* :class:`CompactionLock` / :class:`AsyncCompactionLock`: the single-flight lock.
+* :class:`CompactionLock` / :class:`AsyncCompactionLock`: the single-flight lock;
+* :class:`SearchableLog` / :class:`AsyncSearchableLog`: full-text search over the log (what
+  :class:`~contextfold.Recall` finds earlier messages with), checked with :func:`has_search`
+  and :func:`has_async_search`.
 
 :class:`Store` / :class:`AsyncStore` are all three together, which is what
 :class:`~contextfold.memory.ConversationMemory` and :func:`~contextfold.stores.open_store`
@@ -37,20 +40,24 @@ __all__ = [
     "AsyncCheckpointLog",
     "AsyncCompactionLock",
     "AsyncMessageLog",
+    "AsyncSearchableLog",
     "AsyncStateLog",
     "AsyncStore",
     "CheckpointLog",
     "CompactionLock",
     "MessageLog",
+    "SearchableLog",
     "StateLog",
     "Store",
     "StoreConfigError",
     "StoredMessage",
     "has_async_checkpoints",
     "has_async_compaction_lock",
+    "has_async_search",
     "has_async_state_log",
     "has_checkpoints",
     "has_compaction_lock",
+    "has_search",
     "has_state_log",
 ]
 
@@ -165,6 +172,33 @@ class StateLog(Protocol):
 
 
 @runtime_checkable
+class SearchableLog(Protocol):
+    """Full-text search over a conversation's log, best match first.
+
+    SQLite answers with FTS5 (kept in the transaction of each append), PostgreSQL with
+    full-text search over a ``tsvector`` column, the in-memory and Redis stores with the
+    incremental BM25 index of :mod:`contextfold.search`. Scores differ between backends;
+    the order is what counts.
+    """
+
+    def search(
+        self,
+        conversation_id: str,
+        query: str,
+        /,
+        *,
+        limit: int = 10,
+        before_seq: int | None = None,
+    ) -> list[StoredMessage]:
+        """At most ``limit`` messages matching ``query`` (with ``seq < before_seq`` if given).
+
+        Any word of the query may match; an unknown conversation, or a query with no
+        searchable word, gives an empty list.
+        """
+        ...
+
+
+@runtime_checkable
 class AsyncStateLog(Protocol):
     """Async :class:`StateLog`."""
 
@@ -225,6 +259,21 @@ class AsyncCompactionLock(Protocol):
 
 
 @runtime_checkable
+class AsyncSearchableLog(Protocol):
+    """Async :class:`SearchableLog`."""
+
+    async def asearch(
+        self,
+        conversation_id: str,
+        query: str,
+        /,
+        *,
+        limit: int = 10,
+        before_seq: int | None = None,
+    ) -> list[StoredMessage]: ...
+
+
+@runtime_checkable
 class AsyncStore(AsyncMessageLog, AsyncCheckpointLog, AsyncCompactionLock, Protocol):
     """Asynchronous store: the same operations as :class:`Store` with an ``a`` prefix."""
 
@@ -257,3 +306,13 @@ def has_async_state_log(store: object) -> TypeGuard[AsyncStateLog]:
 def has_async_compaction_lock(store: object) -> TypeGuard[AsyncCompactionLock]:
     """Whether ``store`` offers the compaction lock (async API)."""
     return isinstance(store, AsyncCompactionLock)
+
+
+def has_search(store: object) -> TypeGuard[SearchableLog]:
+    """Whether ``store`` can search its log (sync API)."""
+    return isinstance(store, SearchableLog)
+
+
+def has_async_search(store: object) -> TypeGuard[AsyncSearchableLog]:
+    """Whether ``store`` can search its log (async API)."""
+    return isinstance(store, AsyncSearchableLog)

@@ -25,6 +25,7 @@ from contextfold.stores._checks import (
     check_ttl,
 )
 from contextfold.stores._codec import decode_state, encode_checkpoint, encode_state
+from contextfold.stores._search import LogIndexes, check_search_args
 from contextfold.stores.base import StoredMessage
 
 __all__ = ["InMemoryStore"]
@@ -264,6 +265,56 @@ class InMemoryStore:
     async def aclose(self) -> None:
         """Async :meth:`close`."""
         self.close()
+
+    # -- search: a BM25 index per conversation, filled from the log on each search ------
+
+    def _search_indexes(self) -> LogIndexes:
+        indexes: LogIndexes | None = getattr(self, "_log_indexes", None)
+        if indexes is None:
+            with self._lock:
+                indexes = self.__dict__.setdefault("_log_indexes", LogIndexes())
+        assert indexes is not None
+        return indexes
+
+    def search(
+        self,
+        conversation_id: str,
+        query: str,
+        /,
+        *,
+        limit: int = 10,
+        before_seq: int | None = None,
+    ) -> list[StoredMessage]:
+        """Messages matching ``query``, best first (see :class:`SearchableLog`)."""
+        cid = check_conversation_id(conversation_id)
+        check_search_args(query, limit, before_seq)
+        indexes = self._search_indexes()
+        with self._lock:
+            self._check_open()
+            conv = self._conversations.get(cid)
+            # The list only ever grows, so its first ``size`` items can be read unlocked.
+            log: list[Message] = conv.messages if conv is not None else []
+            size = len(log)
+        if not size:
+            return []
+        # The log object tells a conversation written again after a delete from the old one.
+        identity = f"{id(log)}:{log[0].id}"
+        done = indexes.indexed_upto(cid, identity)
+        new = ((seq, log[seq - 1]) for seq in range(done + 1, size + 1))
+        hits = indexes.search(cid, identity, new, query, limit=limit, before_seq=before_seq)
+        return [StoredMessage(seq, log[seq - 1]) for seq, _ in hits]
+
+    async def asearch(
+        self,
+        conversation_id: str,
+        query: str,
+        /,
+        *,
+        limit: int = 10,
+        before_seq: int | None = None,
+    ) -> list[StoredMessage]:
+        """Async :meth:`search`."""
+        return self.search(conversation_id, query, limit=limit, before_seq=before_seq)
 
     def __repr__(self) -> str:
         return f"InMemoryStore({len(self._conversations)} conversations)"

@@ -19,7 +19,13 @@ from typing import Any, TypeAlias
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.framing import SummaryPlacement, span_summary_id, summary_message_tokens
 from contextfold.messages import Message, TextPart
-from contextfold.strategies._assembly import Assembly, assemble, require_fit, trim_view
+from contextfold.strategies._assembly import (
+    Assembly,
+    assemble,
+    require_fit,
+    summary_room,
+    trim_view,
+)
 from contextfold.strategies._common import (
     LoopGuard,
     add_usage,
@@ -211,6 +217,17 @@ class SummarizingStrategy(BudgetedStrategy):
     @abstractmethod
     def _fold(self, st: PlanState, budget: int) -> PlanGenerator:
         """The plan once opened, with ``budget`` the tokens left for the messages."""
+
+    def _output_room(self, st: PlanState, budget: int) -> int:
+        """Most tokens a summary may take: what the budget leaves beside the prefix and the
+        newest unit, or, below a lower mark, what the mark leaves, so that the next turns
+        can append to the compacted context instead of compacting again."""
+        target = self._target(budget)
+        room = summary_room(st.history, st.prefix_len, st.cuts, st.counter, budget, st.placement)
+        if target >= budget:
+            return room
+        low = summary_room(st.history, st.prefix_len, st.cuts, st.counter, target, st.placement)
+        return min(room, low) if low > 0 else room
 
     def _summary_request(
         self,

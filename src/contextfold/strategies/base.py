@@ -27,7 +27,6 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message
 from contextfold.summarizers.base import (
     AsyncSummarizer,
-    SummarizationResult,
     Summarizer,
     SummaryRequest,
 )
@@ -39,6 +38,9 @@ __all__ = [
     "BoundedWindow",
     "CountsTools",
     "PlanGenerator",
+    "PlanOp",
+    "SearchCall",
+    "SearchHit",
     "Strategy",
     "StrategyResult",
     "StrategyState",
@@ -90,6 +92,56 @@ class WindowAnchor:
         if not isinstance(start, str) or not (request is None or isinstance(request, str)):
             return None
         return cls(start, request)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchCall:
+    """A request for the driver: messages older than ``before`` that match ``query``.
+
+    :class:`~contextfold.Recall` yields it to find what the inner strategy did not send. The
+    driver that holds the whole history (:func:`~contextfold.strategies.run`) answers with a
+    BM25 search over it; :class:`~contextfold.ConversationMemory`, which may hold only a
+    bounded tail, asks its store's search, so the older log is searched without being read.
+    The answer is a tuple of :class:`SearchHit`, best first; the leading system prefix is
+    never searched.
+
+    Attributes:
+        query: the text to search for.
+        before: an index into the messages the plan was given: only messages stored before
+            that one are searched (its length: everything given, and what came before).
+        limit: how many hits at most.
+        around: how many neighbouring messages each side of a hit to return with it.
+    """
+
+    query: str
+    before: int
+    limit: int
+    around: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One answer to a :class:`SearchCall`: a matching message with its neighbours.
+
+    Positions are the driver's: an index into the history given to
+    :func:`~contextfold.strategies.run`, or the store's sequence number under a memory.
+
+    Attributes:
+        position: where the matching message is.
+        start: where ``excerpt[0]`` is; the excerpt is gap-free, so the match is
+            ``excerpt[position - start]``.
+        excerpt: the match with up to ``around`` neighbours each side, none of them from
+            the system prefix or from ``before`` on.
+    """
+
+    position: int
+    start: int
+    excerpt: tuple[Message, ...]
+
+    @property
+    def message(self) -> Message:
+        """The matching message itself."""
+        return self.excerpt[self.position - self.start]
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +244,10 @@ class StrategyResult:
             strategy before it had summarized everything over budget, and what it left out
             without a summary; None when no limit stopped it. Kept apart from ``notes`` so
             stats and tools can report it without parsing prose.
+        recalled: positions of the earlier messages :class:`~contextfold.Recall` put back as
+            excerpts (indexes into ``history``, or store sequence numbers under a memory).
+            They stay counted in ``dropped_ranges`` / ``summarized_ranges``: the excerpts
+            are quotations next to the newest message, not the messages themselves.
     """
 
     messages: tuple[Message, ...]
@@ -212,6 +268,7 @@ class StrategyResult:
     notes: tuple[str, ...] = ()
     state: StrategyState = _FRESH
     limit_reached: str | None = None
+    recalled: tuple[int, ...] = ()
     known_tokens_before: int | None = field(default=None, repr=False, compare=False)
     _cache: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -262,7 +319,10 @@ class StrategyResult:
         return max(0, self.tokens_before - self.tokens)
 
 
-PlanGenerator: TypeAlias = Generator[SummaryCall, SummarizationResult, StrategyResult]
+#: What a plan may yield: a summary call, or (from :class:`~contextfold.Recall`) a search.
+PlanOp: TypeAlias = "SummaryCall | SearchCall"
+#: A plan: yields :data:`PlanOp` requests, is sent their answers, returns the result.
+PlanGenerator: TypeAlias = Generator[PlanOp, Any, StrategyResult]
 
 
 @runtime_checkable

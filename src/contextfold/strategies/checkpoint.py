@@ -264,7 +264,8 @@ class Checkpoint(SummarizingStrategy):
         if st.guard.tripped:
             return st.fallback(st.guard.describe(), None, kept="checkpoint")
 
-        span = split_span(st, k, budget, prefix_tokens, self.max_output_tokens)
+        # The checkpoint and the tail together keep to the lower mark, so turns can append.
+        span = split_span(st, k, target, prefix_tokens, self.max_output_tokens)
         files = FileTrail.of(st.prior)
         usage = Usage()
         results: list[SummarizationResult] = []

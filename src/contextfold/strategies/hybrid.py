@@ -159,7 +159,7 @@ class Hybrid(SummarizingStrategy):
         """Fold chunk after chunk into the running summary until the view fits."""
         history, counter, placement = st.history, st.counter, st.placement
         room = summary_room(history, st.prefix_len, st.cuts, counter, budget, placement)
-        max_output = cap_output(self.max_output_tokens, room)
+        max_output = cap_output(self.max_output_tokens, self._output_room(st, budget))
         deadline = deadline_from(self.deadline_s)
         target = self._target(budget)  # fold down to the lower mark, so later turns append
         while run.fallback is None and run.covered_end < limit:

@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from contextfold._drive import adrive, drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message
-from contextfold.strategies.base import Strategy, StrategyResult, StrategyState, SummaryCall
+from contextfold.strategies.base import (
+    PlanOp,
+    SearchCall,
+    Strategy,
+    StrategyResult,
+    StrategyState,
+    SummaryCall,
+)
 from contextfold.summarizers.base import (
     AsyncSummarizer,
     SummarizationResult,
@@ -26,6 +34,7 @@ from contextfold.tokens.base import TokenCounter
 __all__ = [
     "DRY_RUN_SUMMARY",
     "acall_summarizer",
+    "answer_plan",
     "arun",
     "call_summarizer",
     "dry_run",
@@ -87,6 +96,37 @@ async def acall_summarizer(call: SummaryCall) -> SummarizationResult:
         return SummarizationResult.failure(f"summarizer raised {type(exc).__name__}: {exc}")
 
 
+def answer_plan(
+    messages: Sequence[Message], summarize: Callable[[SummaryCall], Any] = call_summarizer
+) -> Callable[[PlanOp], Any]:
+    """The answer function for a plan over ``messages``: summaries, and searches over them.
+
+    A :class:`SearchCall` (from :class:`~contextfold.Recall`) is answered with a BM25 search
+    over ``messages`` (:func:`contextfold.search.search_messages`); a summary call goes to
+    ``summarize``.
+    """
+    from contextfold.search import search_messages
+
+    def answer(op: PlanOp) -> Any:
+        if isinstance(op, SearchCall):
+            return search_messages(messages, op)
+        return summarize(op)
+
+    return answer
+
+
+def _aanswer_plan(messages: Sequence[Message]) -> Callable[[PlanOp], Awaitable[Any]]:
+    """:func:`answer_plan` for :func:`arun`: summaries awaited, searches answered inline."""
+    from contextfold.search import search_messages
+
+    async def answer(op: PlanOp) -> Any:
+        if isinstance(op, SearchCall):
+            return search_messages(messages, op)
+        return await acall_summarizer(op)
+
+    return answer
+
+
 def run(
     strategy: Strategy,
     messages: Sequence[Message],
@@ -99,7 +139,7 @@ def run(
     gen = strategy.plan(
         messages, counter=_default_counter(counter), checkpoint=checkpoint, state=state
     )
-    return drive(gen, call_summarizer)
+    return drive(gen, answer_plan(messages))
 
 
 async def arun(
@@ -114,7 +154,7 @@ async def arun(
     gen = strategy.plan(
         messages, counter=_default_counter(counter), checkpoint=checkpoint, state=state
     )
-    return await adrive(gen, acall_summarizer)
+    return await adrive(gen, _aanswer_plan(messages))
 
 
 DRY_RUN_SUMMARY = "[dry run: a summary of {n} messages would go here]"
@@ -145,7 +185,7 @@ def dry_run(
     gen = strategy.plan(
         messages, counter=_default_counter(counter), checkpoint=checkpoint, state=state
     )
-    result = drive(gen, answer)
+    result = drive(gen, answer_plan(messages, answer))
     if result.summary_calls < calls:
         result = dataclasses.replace(result, summary_calls=calls)
     return result

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextfold.framing import SummaryPlacement, span_summary_id
-from contextfold.strategies._assembly import recent_start, summary_room
+from contextfold.strategies._assembly import recent_start
 from contextfold.strategies._common import cap_output, deadline_from, reported_prompt_hash
 from contextfold.strategies._config import DEFAULT_COMPACT_TO
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
@@ -110,7 +110,7 @@ class Summarization(SummarizingStrategy):
 
     def _fold(self, st: PlanState, budget: int) -> PlanGenerator:
         """The plan (at most one summary call), with ``budget`` the tokens left for messages."""
-        history, p, counter = st.history, st.prefix_len, st.counter
+        history, p = st.history, st.prefix_len
         prior, base_from = st.prior, st.base_from
         view = st.view()
         if view.tokens <= budget:
@@ -138,7 +138,7 @@ class Summarization(SummarizingStrategy):
 
         max_output = cap_output(
             self.max_output_tokens,
-            summary_room(history, p, st.cuts, counter, budget, st.placement),
+            self._output_room(st, budget),
         )
         span = tuple(history[p:k])
         found = st.covered is not None and st.covered > p

@@ -1,0 +1,372 @@
+"""Question-aware retention: is the answer in the context when the question is the newest message?
+
+Every LoCoMo question of categories 1-4 whose answer occurs in its conversation is appended as
+the newest user message after the whole conversation (speaker A as ``user``, B as
+``assistant``, each message dated with its session's date). The context is built at 5%, 10%
+and 25% of the conversation's tokens by SlidingWindow, Hybrid, Summarization and Checkpoint
+(extractive summarizer), each with and without ``Recall`` (30% of the budget), and by LangChain
+``trim_messages``. As a live app would, each summarizing strategy builds its checkpoint once
+per conversation and budget, and every question's build reuses it; Recall's searches are
+answered by one BM25 index per conversation (what a store's search gives a
+``ConversationMemory``). Score: the share of questions whose normalized answer (as in
+``bench/retention.py``) appears as whole words in the context, the question itself left out.
+
+Also measured: the median latency of a store's search on a stored 100,000-message
+conversation (SQLite FTS5; PostgreSQL when ``CONTEXTFOLD_TEST_POSTGRES_URL`` names a server),
+and the median ``build_context`` time of a ``ConversationMemory`` on that SQLite conversation
+with and without Recall.
+
+Run: ``python -m bench.recall [--tiny]`` (tiny: one conversation, 40 questions, a 3,000-message
+store). Prints Markdown tables and writes ``bench/out/recall.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bench.retention import DATA, FRACTIONS, OUT, langchain_trim, normalize, retained
+from contextfold import (
+    Checkpoint,
+    ConversationMemory,
+    ExtractiveSummarizer,
+    Hybrid,
+    Message,
+    Recall,
+    SlidingWindow,
+    Summarization,
+    TextPart,
+)
+from contextfold._drive import drive
+from contextfold.checkpoints import CheckpointRecord
+from contextfold.search import BM25Index, hit_around, searchable_text
+from contextfold.strategies.base import PlanOp, SearchCall, Strategy, StrategyResult
+from contextfold.strategies.run import call_summarizer
+from contextfold.tokens.approx import ApproxCounter
+from contextfold.turns import prefix_length
+
+COUNTER = ApproxCounter()
+SHARE = 0.3
+
+# -- data ----------------------------------------------------------------------------------
+
+
+def dated_messages(sample: dict[str, Any]) -> list[Message]:
+    """The conversation as messages; the session date opens each session and dates each one."""
+    conv = sample["conversation"]
+    a = conv["speaker_a"]
+    sessions = sorted(int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k))
+    out: list[Message] = []
+    for s in sessions:
+        date = conv.get(f"session_{s}_date_time", "")
+        for j, turn in enumerate(conv[f"session_{s}"]):
+            text = turn["text"]
+            if turn.get("blip_caption"):
+                text += f" [shares {turn['blip_caption']}]"
+            if j == 0 and date:
+                text = f"[{date}] {text}"
+            role = "user" if turn["speaker"] == a else "assistant"
+            extra = {"timestamp": date} if date else {}
+            out.append(
+                Message(
+                    role, (TextPart(text),), id=turn["dia_id"], name=turn["speaker"], extra=extra
+                )
+            )
+    return out
+
+
+def questions(sample: dict[str, Any], full_norm: str) -> list[tuple[str, str]]:
+    """``(question, normalized answer)`` of categories 1-4 whose answer the chat contains."""
+    padded = f" {full_norm} "
+    out = []
+    for q in sample["qa"]:
+        if q.get("category") == 5 or "answer" not in q:
+            continue
+        answer = normalize(str(q["answer"]))
+        if answer and f" {answer} " in padded:
+            out.append((str(q["question"]), answer))
+    return out
+
+
+def without_question(context: Sequence[Message], question_id: str) -> list[Message]:
+    """The context with the question's own text removed (what it brought was not recalled)."""
+    out = list(context)
+    for i in range(len(out) - 1, -1, -1):
+        if out[i].id == question_id:
+            parts = out[i].parts[:-1]
+            out[i : i + 1] = [out[i].replace(parts=parts)] if parts else []
+            break
+    return out
+
+
+# -- strategies ----------------------------------------------------------------------------
+
+
+def strategies(budget: int, n: int = 512, room: int | None = None) -> dict[str, Strategy]:
+    """The strategies measured, configured as ``bench/retention.py`` configures them.
+
+    ``n`` is the conversation's length: Hybrid folds it in chunks of an eighth. ``room`` is
+    what the strategy builds in (less than ``budget`` under Recall): summaries are capped
+    at 70% of it, so the summary and the recent messages fit next to the excerpts.
+    """
+    room = budget if room is None else room
+    extractive = ExtractiveSummarizer(max_output_tokens=room)
+    return {
+        "SlidingWindow": SlidingWindow(budget),
+        "Hybrid": Hybrid(
+            budget,
+            keep_recent=8,
+            chunk_size=max(8, n // 8),
+            summarizer=extractive,
+            max_output_tokens=int(room * 0.7),
+        ),
+        "Summarization": Summarization(
+            budget, keep_recent=8, summarizer=extractive, max_output_tokens=int(room * 0.7)
+        ),
+        "Checkpoint": Checkpoint(extractive, max_tokens=budget, keep_recent_tokens=room // 5),
+    }
+
+
+class Conversation:
+    """One conversation with its BM25 index: answers a plan's searches as a store would."""
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.messages = messages
+        self.index = BM25Index()
+        self.floor = prefix_length(messages)
+        for i in range(self.floor, len(messages)):
+            self.index.add(i, searchable_text(messages[i]))
+
+    def answer(self, history: Sequence[Message]) -> Callable[[PlanOp], Any]:
+        def reply(op: PlanOp) -> Any:
+            if isinstance(op, SearchCall):
+                hi = min(op.before, len(self.messages))
+                hits = self.index.search(op.query, limit=op.limit, hi=hi)
+                return tuple(
+                    hit_around(p, self.floor, hi, op.around, lambda a, b: history[a:b])
+                    for p, _ in hits
+                )
+            return call_summarizer(op)
+
+        return reply
+
+    def build(
+        self, strategy: Strategy, history: Sequence[Message], ckpt: CheckpointRecord | None
+    ) -> StrategyResult:
+        plan = strategy.plan(history, counter=COUNTER, checkpoint=ckpt)
+        return drive(plan, self.answer(history))
+
+
+def score_conversation(
+    sample: dict[str, Any], limit: int | None, scores: dict[str, dict[str, list[int]]]
+) -> dict[str, list[float]]:
+    """Add one conversation's hits to ``scores``; returns build times per strategy."""
+    msgs = dated_messages(sample)
+    conv = Conversation(msgs)
+    total = COUNTER.count_messages(msgs)
+    qs = questions(sample, normalize(" ".join(m.text for m in msgs)))[:limit]
+    times: dict[str, list[float]] = {}
+    for frac in FRACTIONS:
+        budget = int(total * frac)
+        col = f"{int(frac * 100)}%"
+        runs: dict[str, Strategy] = {}
+        inner = strategies(budget, len(msgs), budget - int(budget * SHARE))
+        for name, strategy in strategies(budget, len(msgs)).items():
+            runs[name] = strategy
+            runs[f"Recall+{name}"] = Recall(inner[name], share=SHARE)
+        for name, strategy in runs.items():
+            # The checkpoint a live app holds by the time the questions come.
+            ckpt = conv.build(strategy, msgs, None).checkpoint
+            for k, (question, answer) in enumerate(qs):
+                qid = f"q{k}"
+                history = [*msgs, Message.user(question, id=qid)]
+                start = time.perf_counter()
+                result = conv.build(strategy, history, ckpt)
+                times.setdefault(f"{name} {col}", []).append(time.perf_counter() - start)
+                assert result.tokens <= budget, (name, result.tokens, budget)
+                hit = retained([answer], without_question(result.messages, qid)) > 0
+                scores.setdefault(name, {}).setdefault(col, [0, 0])
+                scores[name][col][0] += int(hit)
+                scores[name][col][1] += 1
+        for k, (question, answer) in enumerate(qs):
+            qid = f"q{k}"
+            history = [*msgs, Message.user(question, id=qid)]
+            trimmed = langchain_trim(history, budget, COUNTER)
+            hit = retained([answer], without_question(trimmed, qid)) > 0
+            cell = scores.setdefault("langchain trim_messages", {}).setdefault(col, [0, 0])
+            cell[0] += int(hit)
+            cell[1] += 1
+    return times
+
+
+def bench_retention(tiny: bool) -> dict[str, Any]:
+    samples = json.loads((DATA / "locomo" / "locomo10.json").read_text())
+    if tiny:
+        samples = samples[:1]
+    scores: dict[str, dict[str, list[int]]] = {}
+    times: dict[str, list[float]] = {}
+    for sample in samples:
+        for key, vals in score_conversation(sample, 40 if tiny else None, scores).items():
+            times.setdefault(key, []).extend(vals)
+    table = {
+        name: {col: hits / n if n else 0.0 for col, (hits, n) in cols.items()}
+        for name, cols in scores.items()
+    }
+    questions_scored = next(iter(next(iter(scores.values())).values()))[1]
+    medians = {key: statistics.median(v) * 1000 for key, v in times.items()}
+    return {
+        "conversations": len(samples),
+        "questions": questions_scored,
+        "retention": table,
+        "build_ms": medians,
+    }
+
+
+# -- search latency and build time on a 100k-message stored conversation ----------------------
+
+
+def corpus(n: int) -> list[Message]:
+    """``n`` real LoCoMo messages (the ten chats over and over), after a system message."""
+    samples = json.loads((DATA / "locomo" / "locomo10.json").read_text())
+    pool = [m for s in samples for m in dated_messages(s)]
+    out = [Message.system("You are a helpful assistant.")]
+    for i in range(n - 1):
+        m = pool[i % len(pool)]
+        out.append(Message(m.role, m.parts, extra=m.extra))
+    return out
+
+
+def probe_questions(k: int) -> list[str]:
+    samples = json.loads((DATA / "locomo" / "locomo10.json").read_text())
+    qs = [str(q["question"]) for s in samples for q in s["qa"] if q.get("category") != 5]
+    return qs[:: max(1, len(qs) // k)][:k]
+
+
+def time_search(store: Any, cid: str, qs: Sequence[str], last: int) -> float:
+    for q in qs[:5]:  # warm caches and the lazy index
+        store.search(cid, q, limit=20, before_seq=last)
+    laps = []
+    for q in qs:
+        start = time.perf_counter()
+        store.search(cid, q, limit=20, before_seq=last - 50)
+        laps.append(time.perf_counter() - start)
+    return statistics.median(laps) * 1000
+
+
+def time_builds(store: Any, cid: str, qs: Sequence[str], budget: int) -> dict[str, float]:
+    """Median build_context ms on the stored conversation, with and without Recall."""
+    out = {}
+    for name, strategy in (
+        ("SlidingWindow", SlidingWindow(budget)),
+        ("Recall+SlidingWindow", Recall(SlidingWindow(budget))),
+    ):
+        memory = ConversationMemory(strategy=strategy, store=store, conversation_id=cid)
+        memory.build_context()  # the first build reads the window; later ones are steady
+        laps = []
+        for q in qs:
+            memory.add(Message.user(q))
+            start = time.perf_counter()
+            memory.build_context()
+            laps.append(time.perf_counter() - start)
+            memory.add(Message.assistant("(answer)"))
+        out[name] = statistics.median(laps) * 1000
+    return out
+
+
+def fill(store: Any, cid: str, messages: Sequence[Message]) -> None:
+    for i in range(0, len(messages), 2000):
+        store.append(cid, messages[i : i + 2000])
+
+
+def bench_latency(tiny: bool) -> dict[str, Any]:
+    from contextfold.stores import open_store
+
+    n = 3_000 if tiny else 100_000
+    messages = corpus(n)
+    qs = probe_questions(20 if tiny else 200)
+    out: dict[str, Any] = {"messages": n, "search_ms": {}, "build_ms": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(f"sqlite:///{tmp}/recall.db")
+        try:
+            start = time.perf_counter()
+            fill(store, "big", messages)
+            out["sqlite_load_s"] = time.perf_counter() - start
+            out["search_ms"]["SQLite (FTS5)"] = time_search(store, "big", qs, n)
+            out["build_ms"] = time_builds(store, "big", qs[:50], 4000)
+        finally:
+            store.close()
+    url = os.environ.get("CONTEXTFOLD_TEST_POSTGRES_URL", "")
+    if url:
+        schema = f"bench_recall_{uuid.uuid4().hex[:8]}"
+        store = open_store(url, schema=schema)
+        try:
+            fill(store, "big", messages)
+            out["search_ms"]["PostgreSQL (tsvector, GIN)"] = time_search(store, "big", qs, n)
+        finally:
+            store.close()
+            import psycopg
+
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return out
+
+
+# -- report --------------------------------------------------------------------------------
+
+
+def print_tables(res: dict[str, Any]) -> None:
+    ret = res["retention"]
+    cols = [f"{int(f * 100)}%" for f in FRACTIONS]
+    print(
+        f"## Answers in the context, question as the newest message "
+        f"({ret['conversations']} conversations, {ret['questions']} questions per cell)\n"
+    )
+    print("| strategy (extractive summarizer) | " + " | ".join(cols) + " |")
+    print("|---|" + "---:|" * len(cols))
+    for name, by_col in ret["retention"].items():
+        cells = " | ".join(f"{by_col.get(c, 0) * 100:.1f}%" for c in cols)
+        print(f"| {name} | {cells} |")
+    print("\nMedian build time per question (ms), 10% budget:\n")
+    print("| strategy | without Recall | with Recall |")
+    print("|---|---:|---:|")
+    for name in strategies(1000):
+        plain = ret["build_ms"].get(f"{name} 10%", 0.0)
+        recall = ret["build_ms"].get(f"Recall+{name} 10%", 0.0)
+        print(f"| {name} | {plain:.2f} | {recall:.2f} |")
+    lat = res["latency"]
+    print(f"\n## Search on a stored {lat['messages']:,}-message conversation\n")
+    print("| store | median search (ms), top 20 |")
+    print("|---|---:|")
+    for name, ms in lat["search_ms"].items():
+        print(f"| {name} | {ms:.2f} |")
+    print("\n| ConversationMemory on SQLite, 4,000-token budget | median build_context (ms) |")
+    print("|---|---:|")
+    for name, ms in lat["build_ms"].items():
+        print(f"| {name} | {ms:.2f} |")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tiny", action="store_true", help="one conversation, small store")
+    args = parser.parse_args(argv)
+    if not DATA.is_dir():
+        print(f"shared data not found at {DATA}", file=sys.stderr)
+        return 1
+    res = {"retention": bench_retention(args.tiny), "latency": bench_latency(args.tiny)}
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "recall.json").write_text(json.dumps(res, indent=2))
+    print_tables(res)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""How the memory core answers searches: its own and a Recall plan's, through the store.
+
+A memory may read only a bounded tail of the log (:mod:`contextfold.memory._reader`), so a
+:class:`~contextfold.strategies.base.SearchCall` from :class:`~contextfold.Recall` cannot be
+answered from what was read. The core asks the store's search instead (a
+:class:`~contextfold.memory._ops.Search` op), maps the plan's index bound to a sequence
+number, and reads each hit's neighbours by seq, from the cached segment where it can. A store
+without the search ability is searched by reading its log once per search, with a note
+saying so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Generator, Iterable, Sequence
+from typing import Any
+
+from contextfold._drive import relay
+from contextfold.errors import ConfigError
+from contextfold.memory._ops import CoreGen, Read, Search
+from contextfold.memory._reader import History, HistoryReader
+from contextfold.messages import Message
+from contextfold.search import BM25Index, searchable_text
+from contextfold.stores.base import StoredMessage
+from contextfold.strategies.base import (
+    PlanOp,
+    SearchCall,
+    SearchHit,
+    StrategyResult,
+    StrategyState,
+)
+from contextfold.strategies.run import placeholder_summary
+
+__all__ = ["Searcher", "check_query"]
+
+_NO_SEARCH = "the store cannot search its log: it was read whole to search it"
+
+
+def check_query(query: object, limit: object) -> None:
+    """Reject what :meth:`~contextfold.ConversationMemory.search` cannot search with.
+
+    Raises:
+        ConfigError: naming ``query`` or ``limit``.
+    """
+    if not isinstance(query, str):
+        raise ConfigError(f"query must be a string, got {query!r}", argument="query")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ConfigError(
+            f"limit must be an integer of at least 1, got {limit!r}", argument="limit"
+        )
+
+
+class Searcher(HistoryReader):
+    """The searches of a memory core (a mixin over its reader)."""
+
+    def search_log(
+        self, query: str, limit: int, before_seq: int | None, notes: list[str] | None = None
+    ) -> CoreGen[list[StoredMessage]]:
+        """Stored messages matching ``query``, best first, from the store's search.
+
+        A store without the ability is read whole and searched with a BM25 index built for
+        this one search (``notes`` gets a line saying so).
+        """
+        rows: list[StoredMessage] | None = yield Search(query, before_seq, limit)
+        if rows is not None:
+            return list(rows)
+        if notes is not None and _NO_SEARCH not in notes:
+            notes.append(_NO_SEARCH)
+        everything: list[StoredMessage] = yield Read(0, None)
+        index = BM25Index()
+        by_seq: dict[int, Message] = {}
+        for row in everything:
+            if before_seq is None or row.seq < before_seq:
+                index.add(row.seq, searchable_text(row.message))
+                by_seq[row.seq] = row.message
+        return [StoredMessage(seq, by_seq[seq]) for seq, _ in index.search(query, limit=limit)]
+
+    def answer_search(
+        self, history: History, call: SearchCall, notes: list[str]
+    ) -> CoreGen[tuple[SearchHit, ...]]:
+        """Answer a plan's search: positions are store seqs, the prefix is never searched."""
+        floor = len(self.prefix) + 1
+        before = _seq_before(history, call.before, floor)
+        if not call.query.strip() or call.limit <= 0 or before <= floor:
+            return ()
+        rows = yield from self.search_log(call.query, call.limit, before, notes)
+        spans = [
+            (row.seq, max(floor, row.seq - call.around), min(before, row.seq + call.around + 1))
+            for row in rows
+            if floor <= row.seq < before
+        ]
+        # One read per run of overlapping neighbourhoods, not one per hit.
+        known: dict[int, Message] = {}
+        for lo, hi in _merged((lo, hi) for _, lo, hi in spans):
+            messages = yield from self._messages_between(lo, hi)
+            known.update(zip(range(lo, hi), messages, strict=True))
+        return tuple(
+            SearchHit(seq, lo, tuple(known[s] for s in range(lo, hi))) for seq, lo, hi in spans
+        )
+
+    def dry_plan(
+        self, history: History, state: StrategyState, notes: list[str]
+    ) -> CoreGen[StrategyResult]:
+        """Plan without a summarizer (placeholders, as ``dry_run``), searching the store.
+
+        ``summary_calls`` counts the calls the plan would make, as ``dry_run`` does.
+        """
+        calls = 0
+
+        def answer(op: PlanOp) -> Generator[Any, Any, Any]:
+            nonlocal calls
+            if isinstance(op, SearchCall):
+                return (yield from self.answer_search(history, op, notes))
+            calls += 1
+            return placeholder_summary(op)
+
+        plan = self.strategy.plan(
+            history.messages, counter=self.counter, checkpoint=history.checkpoint, state=state
+        )
+        result = yield from relay(plan, answer)
+        if result.summary_calls < calls:
+            result = dataclasses.replace(result, summary_calls=calls)
+        return result
+
+    def _messages_between(self, lo: int, hi: int) -> CoreGen[list[Message]]:
+        """The messages with seqs ``lo`` to ``hi - 1``: cached ones free, the rest read."""
+        cached = [self._cached(seq) for seq in range(lo, hi)]
+        if all(m is not None for m in cached):
+            return [m for m in cached if m is not None]
+        return (yield from self._read(lo - 1, hi - lo))
+
+
+def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``(lo, hi)`` spans with the overlapping and touching ones joined, in order."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _seq_before(history: History, index: int, floor: int) -> int:
+    """The store seq of ``history.messages[index]`` (one past the end for the length)."""
+    seqs: Sequence[int] = history.seqs
+    if 0 <= index < len(seqs):
+        return seqs[index]
+    return (seqs[-1] + 1) if seqs else floor

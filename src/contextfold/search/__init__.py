@@ -1,0 +1,15 @@
+"""Search over a conversation's log: the BM25 index the in-memory and Redis stores keep.
+
+:class:`BM25Index` is pure Python and incremental (documents are only ever added, under
+increasing keys), :func:`tokenize` is the tokenization it uses, and :func:`searchable_text`
+is the text of a message every search backend indexes. :class:`~contextfold.Recall` answers
+its searches with these when a history is given directly (``run()``/``arun()``); a
+:class:`~contextfold.ConversationMemory` asks its store instead.
+"""
+
+from __future__ import annotations
+
+from contextfold.search._bm25 import BM25Index, searchable_text, tokenize
+from contextfold.search._history import hit_around, search_messages
+
+__all__ = ["BM25Index", "hit_around", "search_messages", "searchable_text", "tokenize"]

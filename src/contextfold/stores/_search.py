@@ -1,0 +1,169 @@
+"""Search over a stored log: argument checks, query text for SQL engines, lazy BM25 indexes.
+
+* :func:`check_search_args` rejects a bad query, limit or bound the same way for every store.
+* :func:`query_words` reduces a query to the plain words every engine is asked for, and
+  :func:`fts5_match` / :func:`tsquery_text` write them as SQLite FTS5 and PostgreSQL
+  queries where any word may match (a question rarely repeats a message word for word).
+* :class:`LogIndexes` keeps one :class:`~contextfold.search.BM25Index` per conversation for
+  the stores without a search engine of their own (in memory, Redis). An index is filled
+  lazily from the log: a search first adds what was appended since the last one. Nothing is
+  locked while the log is read, so an async store never holds a thread lock across an await.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextfold.messages import Message
+from contextfold.search import BM25Index, searchable_text, tokenize
+from contextfold.stores.base import StoreConfigError, StoredMessage
+
+__all__ = [
+    "LogIndexes",
+    "check_search_args",
+    "fts5_match",
+    "op_index_search",
+    "query_words",
+    "tsquery_text",
+]
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_MAX_WORDS = 32  # a longer query is searched by its first distinct words
+
+
+def check_search_args(query: object, limit: object, before_seq: object) -> None:
+    """Reject a query that is not a string, a negative limit or a bad ``before_seq``.
+
+    Raises:
+        StoreConfigError: naming the argument (a ConfigError and a StoreError).
+    """
+    if not isinstance(query, str):
+        raise StoreConfigError(f"query must be a string, got {query!r}", argument="query")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise StoreConfigError(f"limit must be an integer >= 0, got {limit!r}", argument="limit")
+    if before_seq is not None and (
+        isinstance(before_seq, bool) or not isinstance(before_seq, int) or before_seq < 0
+    ):
+        raise StoreConfigError(
+            f"before_seq must be None or an integer >= 0, got {before_seq!r}",
+            argument="before_seq",
+        )
+
+
+def query_words(query: str) -> list[str]:
+    """The distinct words of ``query`` worth searching for, lowercased, in order.
+
+    The words the BM25 tokenizer drops (function words) are dropped here too. Identifiers
+    are split into their words (``ORD-1042`` gives ``ord`` and ``1042``), as the SQL
+    engines' own tokenizers split them; only letters and digits remain, so the words are
+    safe inside any engine's query syntax.
+    """
+    out: list[str] = []
+    for word in _WORD.findall(query.lower()):
+        if word in out or not tokenize(word):
+            continue
+        out.append(word)
+        if len(out) == _MAX_WORDS:
+            break
+    return out
+
+
+def fts5_match(words: Iterable[str]) -> str:
+    """An FTS5 MATCH expression where any of ``words`` may match (each quoted)."""
+    return " OR ".join(f'"{w}"' for w in words)
+
+
+def tsquery_text(words: Iterable[str]) -> str:
+    """A ``to_tsquery`` text where any of ``words`` may match."""
+    return " | ".join(words)
+
+
+@dataclass
+class _Index:
+    first_id: str | None
+    bm25: BM25Index = field(default_factory=BM25Index)
+
+
+class LogIndexes:
+    """One BM25 index per conversation, filled from the log as searches need it.
+
+    A conversation deleted and written again is recognised by its first message's id, and
+    its index is rebuilt.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._indexes: dict[str, _Index] = {}
+
+    def indexed_upto(self, cid: str, first_id: str | None) -> int:
+        """The newest seq indexed for ``cid`` (0 when its index is new or was stale)."""
+        with self._lock:
+            index = self._indexes.get(cid)
+            if index is None or index.first_id != first_id:
+                self._indexes[cid] = index = _Index(first_id)
+            return index.bm25.last_key or 0
+
+    def search(
+        self,
+        cid: str,
+        first_id: str | None,
+        new: Iterable[tuple[int, Message]],
+        query: str,
+        *,
+        limit: int,
+        before_seq: int | None,
+    ) -> list[tuple[int, float]]:
+        """Add the ``new`` ``(seq, message)`` pairs (what is not indexed yet), then search."""
+        with self._lock:
+            index = self._indexes.get(cid)
+            if index is None or index.first_id != first_id:
+                self._indexes[cid] = index = _Index(first_id)
+            bm25 = index.bm25
+            for seq, message in new:
+                if seq > (bm25.last_key or 0):
+                    bm25.add(seq, searchable_text(message))
+            return bm25.search(query, limit=limit, hi=before_seq)
+
+    def forget(self, cid: str) -> None:
+        """Drop the index of a deleted conversation."""
+        with self._lock:
+            self._indexes.pop(cid, None)
+
+
+#: Reads ``limit`` (None: all) messages after a seq, as a store operation.
+ReadOp = Callable[[int, "int | None"], Generator[Any, Any, list[StoredMessage]]]
+
+
+def op_index_search(
+    indexes: LogIndexes,
+    read: ReadOp,
+    cid: str,
+    query: str,
+    limit: int,
+    before_seq: int | None,
+) -> Generator[Any, Any, list[StoredMessage]]:
+    """A search answered by ``indexes``, reading what is not indexed yet with ``read``.
+
+    A store operation of its own (the Redis store runs it like any other): the first
+    message identifies the log, the messages after the indexed ones are added, and each hit
+    is read back by its seq.
+    """
+    if limit == 0 or not tokenize(query):
+        return []
+    first = yield from read(0, 1)
+    if not first:
+        indexes.forget(cid)
+        return []
+    identity = first[0].message.id
+    done = indexes.indexed_upto(cid, identity)
+    new = yield from read(done, None)
+    pairs = ((row.seq, row.message) for row in new)
+    hits = indexes.search(cid, identity, pairs, query, limit=limit, before_seq=before_seq)
+    out: list[StoredMessage] = []
+    for seq, _ in hits:
+        out.extend((yield from read(seq - 1, 1)))
+    return out

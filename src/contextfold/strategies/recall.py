@@ -1,0 +1,351 @@
+"""Recall: put back what the newest message asks about, from the part of the history not sent.
+
+No strategy looks at what the user is asking: a sliding window keeps what is recent and a
+summary keeps what a summarizer thought mattered. :class:`Recall` wraps any budgeted strategy
+and takes a share of its budget for excerpts of the older history that match the newest user
+message (or a query the caller gives):
+
+1. the inner strategy plans inside the rest of the budget (its reserve grows by the share);
+2. the plan yields a :class:`~contextfold.strategies.base.SearchCall` for what was not sent,
+   answered by the driver: :func:`~contextfold.strategies.run` searches the history it holds
+   with BM25, a :class:`~contextfold.ConversationMemory` asks its store, so a memory that
+   reads only a bounded tail still searches the whole log;
+3. the hits become excerpts (:mod:`contextfold.strategies._excerpts`): whole units only, none
+   the summary or the context already holds, the request before an answer when there is
+   room, each line with the message's position and time, framed and escaped like a summary;
+4. they go right before the newest request, after the stable prefix, so the cached prefix of
+   a provider's prompt cache survives.
+
+A Recall is immutable configuration like every strategy: it keeps nothing per request, so one
+object serves every conversation. It reports the inner strategy's name, builds on the same
+checkpoints and only reads a bounded tail under a memory when the inner strategy does.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
+
+from contextfold.checkpoints import CheckpointRecord
+from contextfold.errors import ConfigError
+from contextfold.framing import SummaryPlacement, message_texts
+from contextfold.messages import Message
+from contextfold.search import tokenize
+from contextfold.strategies._config import FrozenConfig, ToolBudget, check_option
+from contextfold.strategies._excerpts import (
+    RECALL_PLACEMENT,
+    Choice,
+    choose,
+    insert,
+    line,
+    normalized,
+    render,
+    spans_text,
+)
+from contextfold.strategies.base import (
+    PlanGenerator,
+    SearchCall,
+    SearchHit,
+    Strategy,
+    StrategyResult,
+    StrategyState,
+    bounded_window,
+    checkpoint_applies,
+    counts_tools,
+    tools_of,
+    with_tools,
+)
+from contextfold.tokens.base import TokenCounter
+from contextfold.turns import newest_request, prefix_length
+
+__all__ = ["Query", "Recall"]
+
+#: A fixed query, or a function of the history giving one (None: nothing to recall).
+Query = str | Callable[[Sequence[Message]], str | None] | None
+_QUERY_CHARS = 2000  # a longer message is searched by its start
+_FIT_TRIES = 8  # choices made, each in less room, before giving up on the excerpts
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _reserved(strategy: Strategy, room: int) -> Strategy:
+    """``strategy`` keeping ``room`` more tokens free: the room the excerpts take."""
+    if not isinstance(strategy, ToolBudget):
+        raise ConfigError(
+            f"Recall needs a strategy with a token budget and a reserve, got "
+            f"{type(strategy).__name__}",
+            argument="strategy",
+        )
+    clone = copy.copy(strategy)
+    object.__setattr__(clone, "reserve_tokens", strategy.reserve_tokens + room)
+    clone._tools_changed()
+    return cast(Strategy, clone)
+
+
+def _check_share(share: object) -> float:
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:
+        raise ConfigError(
+            f"share must be a number between 0 and 1 (exclusive), got {share!r}", argument="share"
+        )
+    return float(share)
+
+
+def _budget_of(strategy: Strategy, max_tokens: int | None) -> int:
+    if max_tokens is None:
+        max_tokens = getattr(strategy, "max_tokens", None)
+        if max_tokens is None:
+            raise ConfigError(
+                f"Recall needs max_tokens: {type(strategy).__name__} has no budget of its own",
+                argument="max_tokens",
+            )
+    check_option("max_tokens", max_tokens, 1)
+    return max_tokens
+
+
+class Recall(FrozenConfig):
+    """Wraps ``strategy`` and recalls earlier excerpts that match the newest user message.
+
+    Args:
+        strategy: the strategy that builds the rest of the context; it must have a token
+            budget (every shipped strategy but an unbudgeted :class:`PruneToolOutputs`).
+        share: the part of ``max_tokens`` kept for the excerpts (0.3: 30%). The inner
+            strategy builds inside the rest, so the whole stays within ``max_tokens``.
+        max_tokens: the request's budget; the inner strategy's ``max_tokens`` by default.
+        query: what to search for. None takes the newest user message's text; a string is
+            searched as it is (see :meth:`with_query` for one request); a function gets the
+            history and returns the query (None or empty: nothing is recalled).
+        candidates: how many hits to ask the search for.
+        around: neighbours each side of a hit the search returns, from which whole units
+            and the request before an answer are taken.
+        placement: how the excerpts are framed; a user-role block merged into the newest
+            request by default.
+
+    Raises:
+        ConfigError: an argument is out of range, or ``strategy`` has no budget to share.
+    """
+
+    def __new__(cls, strategy: Strategy, **options: Any) -> Recall:
+        # A window-bounded inner strategy keeps the memory's bounded reads: the search
+        # reaches the older log through the store, not through what is read.
+        target = _BoundedRecall if bounded_window(strategy) and cls is Recall else cls
+        return object.__new__(target)
+
+    def __init__(
+        self,
+        strategy: Strategy,
+        *,
+        share: float = 0.3,
+        max_tokens: int | None = None,
+        query: Query = None,
+        candidates: int = 30,
+        around: int = 3,
+        placement: SummaryPlacement = RECALL_PLACEMENT,
+    ) -> None:
+        if isinstance(strategy, Recall) or not isinstance(strategy, Strategy):
+            raise ConfigError(
+                f"strategy must be a strategy other than Recall, got {strategy!r}",
+                argument="strategy",
+            )
+        if query is not None and not isinstance(query, str) and not callable(query):
+            raise ConfigError(
+                f"query must be a string, a function or None, got {query!r}", argument="query"
+            )
+        if not isinstance(placement, SummaryPlacement):
+            raise ConfigError(
+                f"placement must be a SummaryPlacement, got {placement!r}", argument="placement"
+            )
+        check_option("candidates", candidates, 1)
+        check_option("around", around, 0)
+        self.strategy = strategy
+        self.share = _check_share(share)
+        self.max_tokens = _budget_of(strategy, max_tokens)
+        self.room = int(self.max_tokens * self.share)
+        self.query = query
+        self.candidates = candidates
+        self.around = around
+        self.placement = placement
+        self.inner = _reserved(strategy, self.room)
+        self._freeze()
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "share": self.share,
+            "max_tokens": self.max_tokens,
+            "query": self.query,
+            "candidates": self.candidates,
+            "around": self.around,
+            "placement": self.placement,
+        }
+
+    @property
+    def name(self) -> str:
+        """The inner strategy's name: checkpoints and stats read as that strategy's."""
+        return self.inner.name
+
+    def __repr__(self) -> str:
+        return f"Recall({self.strategy!r}, share={self.share}, max_tokens={self.max_tokens})"
+
+    def with_query(self, query: Query) -> Recall:
+        """The same configuration searching for ``query`` (for one request, say)."""
+        return Recall(self.strategy, **{**self._options(), "query": query})
+
+    def accepts_checkpoint(self, checkpoint: CheckpointRecord, /) -> bool:
+        """A checkpoint applies when it applies to the inner strategy."""
+        return checkpoint_applies(self.inner, checkpoint)
+
+    @property
+    def tools(self) -> tuple[Mapping[str, Any], ...]:
+        """The tool schemas the inner strategy counts."""
+        return tools_of(self.strategy)
+
+    def tool_tokens(self, counter: TokenCounter, /) -> int:
+        """Tokens of the inner strategy's tool schemas."""
+        return self.inner.tool_tokens(counter) if counts_tools(self.inner) else 0
+
+    def with_tools(self, tools: Sequence[Mapping[str, Any]], /) -> Recall:
+        """The same recall over the inner strategy counting ``tools``."""
+        inner = with_tools(self.strategy, tools)
+        return self if inner is self.strategy else Recall(inner, **self._options())
+
+    def _query(self, messages: Sequence[Message]) -> str | None:
+        if isinstance(self.query, str):
+            text: str | None = self.query
+        elif self.query is not None:
+            text = self.query(messages)
+        else:
+            at = newest_request(messages, prefix_length(messages), len(messages))
+            text = messages[at].text if at is not None else None
+        text = (text or "").strip()
+        return text[:_QUERY_CHARS] or None
+
+    def plan(
+        self,
+        messages: Sequence[Message],
+        /,
+        *,
+        counter: TokenCounter,
+        checkpoint: CheckpointRecord | None = None,
+        state: StrategyState | None = None,
+    ) -> PlanGenerator:
+        """The inner plan, then a search for what it did not send, then the excerpts.
+
+        Raises:
+            PairingError, BudgetError: as the inner strategy does, before any search.
+        """
+        result = yield from self.inner.plan(
+            messages, counter=counter, checkpoint=checkpoint, state=state
+        )
+        query = self._query(messages)
+        if query is None:
+            return _noted(result, "recall: no user message to search for")
+        limit = self.max_tokens - getattr(self.strategy, "reserve_tokens", 0)
+        overhead = counter.count_text(self.placement.frame("")) + 4
+        room = min(self.room, limit - result.tokens) - overhead
+        if room <= 0:
+            return _noted(result, "recall: no room left in the budget for excerpts")
+        hits = yield SearchCall(query, _boundary(messages, result), self.candidates, self.around)
+        return self._recalled(messages, result, query, tuple(hits), room, counter, limit)
+
+    def _recalled(
+        self,
+        messages: Sequence[Message],
+        result: StrategyResult,
+        query: str,
+        hits: tuple[SearchHit, ...],
+        room: int,
+        counter: TokenCounter,
+        limit: int,
+    ) -> StrategyResult:
+        """``result`` with the chosen excerpts placed, or with a note saying why none were."""
+        context = result.messages
+        at = newest_request(context, prefix_length(context), len(context))
+        if not hits or at is None:
+            return _noted(result, f"recall: nothing earlier matches {_short(query)}")
+        own = _own_parts(messages, context[at])
+        sent = normalized(" ".join(message_texts(context)))
+        terms = frozenset(tokenize(query))
+
+        def cost(position: int, message: Message) -> int:
+            return counter.count_text(line(position, message, terms=terms)) + 1
+
+        for _ in range(_FIT_TRIES):  # the whole may count more than its lines did
+            choice = choose(hits, sent=sent, room=room, cost=cost)
+            if not choice.messages:
+                return _noted(result, _why_none(query, choice))
+            body = render(choice.messages, terms)
+            built = insert(context, at, own, body, self.placement)
+            tokens = result.tokens + counter.count_messages(built) - counter.count_messages(context)
+            if tokens <= limit:
+                return dataclasses.replace(
+                    result,
+                    messages=tuple(built),
+                    tokens=tokens,
+                    recalled=tuple(sorted(choice.messages)),
+                    notes=(*result.notes, _note(query, choice, hits, room)),
+                )
+            room -= (tokens - limit) * 3 // 2 + 4
+        return _noted(result, "recall: the excerpts did not fit the budget")
+
+
+class _BoundedRecall(Recall):
+    """A :class:`Recall` over a window-bounded strategy: it sends a bounded window too."""
+
+    def window_budget(self, counter: TokenCounter, /) -> int:
+        """The inner strategy's window (its budget less the recall's share)."""
+        inner = self.inner
+        assert bounded_window(inner)
+        return inner.window_budget(counter)
+
+
+def _boundary(messages: Sequence[Message], result: StrategyResult) -> int:
+    """Index of the first message the inner strategy sent after the prefix (or the end)."""
+    kept = set(result.kept)
+    for i in range(prefix_length(messages), len(messages)):
+        if messages[i].id in kept:
+            return i
+    return len(messages)
+
+
+def _own_parts(messages: Sequence[Message], target: Message) -> int:
+    """How many of ``target``'s parts are the input message's own (a summary may lead)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].id == target.id:
+            return min(len(messages[i].parts), len(target.parts))
+    return len(target.parts)
+
+
+def _short(query: str) -> str:
+    return repr(query if len(query) <= 60 else query[:57] + "...")
+
+
+def _noted(result: StrategyResult, note: str) -> StrategyResult:
+    return dataclasses.replace(result, notes=(*result.notes, note))
+
+
+def _why_none(query: str, choice: Choice) -> str:
+    return (
+        f"recall: no excerpt for {_short(query)}: {choice.already_sent} hit(s) already in "
+        f"the context or summary, {choice.broken} not whole units, {choice.no_room} too long"
+    )
+
+
+def _note(query: str, choice: Choice, hits: Sequence[SearchHit], room: int) -> str:
+    """What was recalled and why: the query, the matched terms, what was skipped."""
+    texts = " ".join(h.message.text for h in hits if h.position in choice.hits)
+    found = set(tokenize(texts))
+    words = dict.fromkeys(w for w in _WORD.findall(query.lower()) if set(tokenize(w)) & found)
+    matched = list(words)[:8]
+    skipped = []
+    if choice.already_sent:
+        skipped.append(f"{choice.already_sent} already in the context or summary")
+    if choice.broken:
+        skipped.append(f"{choice.broken} not whole units")
+    if choice.no_room:
+        skipped.append(f"{choice.no_room} without room")
+    return (
+        f"recall: {len(choice.hits)} excerpt(s), messages {spans_text(choice.messages)}, "
+        f"for {_short(query)} (matched: {', '.join(matched) or 'none'}); "
+        f"{choice.tokens} of {room} tokens" + (f"; skipped {', '.join(skipped)}" if skipped else "")
+    )

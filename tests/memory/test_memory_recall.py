@@ -1,0 +1,161 @@
+"""Recall under ConversationMemory: the store's search reaches what the bounded read skips."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextfold import (
+    Checkpoint,
+    ConfigError,
+    ConversationMemory,
+    ExtractiveSummarizer,
+    Message,
+    Recall,
+    SlidingWindow,
+)
+from contextfold.memory._ops import Read
+from contextfold.stores import InMemoryStore, open_store
+from contextfold.stores.base import MessageLog, StoredMessage
+from contextfold.stores.partial import as_store
+
+QUESTION = "What is the locker code for room 12?"
+
+
+def fill(memory: ConversationMemory, n: int = 80) -> None:
+    memory.add(Message.system("You are helpful."))
+    for i in range(n):
+        memory.add(Message.user(f"Fact {i}: my locker code for room {i} is K{i * 7}."))
+        memory.add(Message.assistant(f"Noted room {i}."))
+
+
+def recalled_text(ctx: Any) -> str:
+    return "\n".join(p.text for p in ctx.messages[-1].parts if p.kind == "text")
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "memory":
+        yield InMemoryStore()
+    else:
+        s = open_store(f"sqlite:///{tmp_path / 'recall.db'}")
+        yield s
+        s.close()
+
+
+def test_a_bounded_window_recalls_from_the_unread_log(store: Any) -> None:
+    memory = ConversationMemory(strategy=Recall(SlidingWindow(300)), store=store)
+    fill(memory)
+    memory.add(Message.user(QUESTION))
+    ctx = memory.build_context()
+    text = recalled_text(ctx)
+    assert "K84" in text
+    assert "#26]" in text  # the store's sequence number
+    assert 26 in ctx.stats.recalled
+    assert ctx.stats.as_dict()["recalled"] == list(ctx.stats.recalled)
+    assert ctx.stats.current_tokens <= 300
+    assert any(n.startswith("recall: ") for n in ctx.stats.notes)
+
+
+def test_only_a_bounded_tail_is_read(store: Any) -> None:
+    seen: list[Read] = []
+    memory = ConversationMemory(strategy=Recall(SlidingWindow(300)), store=store)
+    fill(memory, 400)
+    memory.add(Message.user(QUESTION))
+    fresh = ConversationMemory(
+        strategy=Recall(SlidingWindow(300)), store=store, conversation_id=memory.conversation_id
+    )
+    core = fresh._core
+    original = core._read
+
+    def spy(after_seq: int, limit: int) -> Any:
+        seen.append(Read(after_seq, limit))
+        return original(after_seq, limit)
+
+    core._read = spy  # type: ignore[method-assign]
+    ctx = fresh.build_context()
+    assert "K84" in recalled_text(ctx)
+    assert sum(r.limit or 0 for r in seen) < 300  # of 802 stored messages
+
+
+def test_checkpoint_reuse_and_recall_together(store: Any) -> None:
+    strategy = Recall(Checkpoint(ExtractiveSummarizer(), max_tokens=600))
+    memory = ConversationMemory(strategy=strategy, store=store)
+    fill(memory)
+    memory.add(Message.user("Thanks, next question coming."))
+    first = memory.build_context()
+    assert first.stats.compacted
+    memory.add(Message.assistant("Sure."))
+    memory.add(Message.user(QUESTION))
+    second = memory.build_context()
+    assert second.stats.checkpoint_id == first.stats.checkpoint_id
+    assert not second.stats.compacted
+    assert "K84" in recalled_text(second)
+
+
+def test_plan_and_async_build_recall_the_same(store: Any) -> None:
+    memory = ConversationMemory(strategy=Recall(SlidingWindow(300)), store=store)
+    fill(memory)
+    memory.add(Message.user(QUESTION))
+    plan = memory.plan()
+    assert 26 in plan.stats.recalled
+    ctx = asyncio.run(memory.abuild_context())
+    assert ctx.stats.recalled == plan.stats.recalled
+
+
+def test_memory_search_returns_stored_messages_with_seqs(store: Any) -> None:
+    memory = ConversationMemory(strategy=SlidingWindow(300), store=store)
+    fill(memory, 20)
+    hits = memory.search("locker code room 12", limit=3)
+    assert isinstance(hits[0], StoredMessage)
+    assert 26 in [h.seq for h in hits]  # engines rank "Noted room 12." (27) close to it
+    assert hits[0].seq in (26, 27)
+    assert 26 in [h.seq for h in asyncio.run(memory.asearch("room 12 locker", limit=3))]
+    with pytest.raises(ConfigError) as err:
+        memory.search("x", limit=0)
+    assert err.value.argument == "limit"
+    with pytest.raises(ConfigError):
+        memory.search(None)  # type: ignore[arg-type]
+
+
+class BareLog:
+    """A message log with no search ability: the memory reads it whole to search."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryStore()
+
+    def append(self, cid: str, messages: Any, /) -> list[int]:
+        return self.inner.append(cid, messages)
+
+    def read(self, cid: str, /, *, after_seq: int = 0, limit: int | None = None) -> Any:
+        return self.inner.read(cid, after_seq=after_seq, limit=limit)
+
+    def last_seq(self, cid: str, /) -> int:
+        return self.inner.last_seq(cid)
+
+    def list_conversations(self) -> list[str]:
+        return self.inner.list_conversations()
+
+    def delete(self, cid: str, /) -> None:
+        self.inner.delete(cid)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_store_without_search_is_read_whole_with_a_note() -> None:
+    log = BareLog()
+    assert isinstance(log, MessageLog)
+    memory = ConversationMemory(
+        strategy=Recall(SlidingWindow(300)), store=as_store(log), conversation_id=uuid.uuid4().hex
+    )
+    fill(memory)
+    memory.add(Message.user(QUESTION))
+    ctx = memory.build_context()
+    assert "K84" in recalled_text(ctx)
+    assert any("cannot search" in n for n in ctx.stats.notes)
+    assert memory.search("room 12 locker K84", limit=1)[0].seq == 26

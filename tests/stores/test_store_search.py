@@ -1,0 +1,185 @@
+"""Search over the log, on every backend against its real server (see ``conftest.py``)."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from typing import Any
+
+import pytest
+
+from contextfold import ConfigError, Message, ToolCallPart
+from contextfold.stores import InMemoryStore
+from contextfold.stores.base import has_async_search, has_search
+from contextfold.stores.sqlite import SQLiteStore
+
+
+def cid() -> str:
+    return f"search-{uuid.uuid4().hex[:10]}"
+
+
+def orders(n: int = 40) -> list[Message]:
+    out = [Message.system("You are a shop assistant.")]
+    for i in range(n):
+        out.append(Message.user(f"Where is my order ORD-{1000 + i}? It goes to city {i}."))
+        out.append(Message.assistant(f"Order {i} is being packed."))
+    return out
+
+
+def test_every_backend_can_search(store: Any) -> None:
+    assert has_search(store)
+    assert has_async_search(store)
+
+
+def test_the_matching_message_ranks_first_with_its_seq(store: Any) -> None:
+    c = cid()
+    store.append(c, orders())
+    hits = store.search(c, "where is ORD-1012?", limit=3)
+    assert hits[0].seq == 26
+    assert "ORD-1012" in hits[0].message.text
+    assert len(hits) == 3
+    assert store.search(c, "packed", limit=100)[0].message.text.startswith("Order ")
+
+
+def test_before_seq_limit_and_empty_answers(store: Any) -> None:
+    c = cid()
+    store.append(c, orders())
+    assert 26 not in [h.seq for h in store.search(c, "ORD-1012", limit=50, before_seq=26)]
+    assert 26 in [h.seq for h in store.search(c, "ORD-1012", limit=50, before_seq=27)]
+    assert all(h.seq < 10 for h in store.search(c, "order city", limit=50, before_seq=10))
+    assert store.search(c, "order", limit=0) == []
+    assert store.search(c, "zebra xylophone") == []
+    assert store.search(c, "the and of") == []
+    assert store.search("no-such-conversation", "order") == []
+
+
+def test_tool_calls_and_later_appends_are_found(store: Any) -> None:
+    c = cid()
+    store.append(c, orders(5))
+    assert store.search(c, "lisbon") == []
+    call = ToolCallPart("c1", "weather_lookup", '{"city": "Lisbon"}')
+    seqs = store.append(c, [Message.assistant(None, tool_calls=[call])])
+    seqs += store.append(c, [Message.tool_result("c1", "Sunny in Porto", name="weather_lookup")])
+    assert [h.seq for h in store.search(c, "lisbon")] == [seqs[0]]
+    assert [h.seq for h in store.search(c, "porto")] == [seqs[1]]
+
+
+def test_a_deleted_conversation_is_not_found_and_can_start_again(store: Any) -> None:
+    c = cid()
+    store.append(c, orders(5))
+    assert store.search(c, "ORD-1003")
+    store.delete(c)
+    assert store.search(c, "ORD-1003") == []
+    store.append(c, [Message.user("a fresh start about bicycles")])
+    assert [h.seq for h in store.search(c, "bicycles")] == [1]
+    assert store.search(c, "ORD-1003") == []
+
+
+def test_conversations_do_not_see_each_other(store: Any) -> None:
+    a, b = cid(), cid()
+    store.append(a, [Message.user("alpha secret 4417")])
+    store.append(b, [Message.user("beta notes")])
+    assert store.search(b, "4417") == []
+    assert [h.seq for h in store.search(a, "4417")] == [1]
+
+
+def test_bad_search_arguments_raise_config_error(store: Any) -> None:
+    c = cid()
+    for kwargs, argument in (
+        ({"limit": -1}, "limit"),
+        ({"limit": True}, "limit"),
+        ({"before_seq": -3}, "before_seq"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            store.search(c, "x", **kwargs)
+        assert err.value.argument == argument
+    with pytest.raises(ConfigError) as err:
+        store.search(c, 42)
+    assert err.value.argument == "query"
+
+
+async def test_async_search_matches_sync(backend: Any) -> None:
+    store = backend.open()
+    c = cid()
+    try:
+        await store.aappend(c, orders(10))
+        sync = [h.seq for h in store.search(c, "ORD-1007 city", limit=4)]
+        assert [h.seq for h in await store.asearch(c, "ORD-1007 city", limit=4)] == sync
+        assert sync[0] == 16
+    finally:
+        await store.aclose()
+
+
+def test_sqlite_migration_indexes_an_existing_log(tmp_path: Any) -> None:
+    path = tmp_path / "old.db"
+    store = SQLiteStore(path)
+    store.append("c", orders(10))
+    store.close()
+    # Make the file what an earlier version left: no search table, no triggers.
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TRIGGER contextfold_messages_fts_insert")
+        conn.execute("DROP TRIGGER contextfold_messages_fts_delete")
+        conn.execute("DROP TABLE contextfold_messages_fts")
+        conn.execute("DELETE FROM contextfold_schema WHERE version = 3")
+    conn.close()
+    store = SQLiteStore(path)
+    assert [h.seq for h in store.search("c", "ORD-1004", limit=1)] == [10]
+    store.append("c", [Message.user("after the upgrade: kayak")])
+    assert [h.seq for h in store.search("c", "kayak")] == [22]
+    store.close()
+
+
+def test_postgres_migration_indexes_an_existing_log(postgres_backend: Any) -> None:
+    import psycopg
+
+    store = postgres_backend.open()
+    store.append("c", orders(10))
+    schema = postgres_backend.options["schema"]
+    with psycopg.connect(postgres_backend.url, autocommit=True) as conn:
+        conn.execute(f'ALTER TABLE "{schema}".contextfold_messages DROP COLUMN search')
+        conn.execute(f'DELETE FROM "{schema}".contextfold_schema WHERE version = 2')
+    again = postgres_backend.open()
+    assert [h.seq for h in again.search("c", "ORD-1004", limit=1)] == [10]
+
+
+def test_in_memory_index_is_per_store() -> None:
+    one, two = InMemoryStore(), InMemoryStore()
+    one.append("c", [Message.user("lantern")])
+    two.append("c", [Message.user("compass")])
+    assert one.search("c", "compass") == []
+    assert [h.seq for h in two.search("c", "compass")] == [1]
+
+
+def test_sql_searches_leave_out_words_most_messages_hold(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextfold.stores import _sql_search
+
+    if not hasattr(store, "_dialect"):
+        pytest.skip("only the SQL stores count words before searching")
+    monkeypatch.setattr(_sql_search, "COMMON_WORD", 5)
+    c = cid()
+    store.append(c, [Message.user(f"weather report {i}") for i in range(12)])
+    store.append(c, [Message.user("weather and an umbrella")])
+    hits = store.search(c, "weather umbrella", limit=50)
+    assert [h.seq for h in hits] == [13]  # "weather" is in every message: left out
+    assert len(store.search(c, "weather", limit=50)) == 13  # a lone word is always kept
+
+
+async def test_recall_under_an_async_memory_searches_the_store(backend: Any) -> None:
+    from contextfold import ConversationMemory, Recall, SlidingWindow
+
+    store = backend.open()
+    try:
+        memory = ConversationMemory(
+            strategy=Recall(SlidingWindow(300)), store=store, conversation_id=cid()
+        )
+        await memory.aextend(orders(40))
+        await memory.aadd(Message.user("Where is order ORD-1012 going?"))
+        ctx = await memory.abuild_context()
+        assert 26 in ctx.stats.recalled
+        assert "ORD-1012" in ctx.messages[-1].text
+        hits = await memory.asearch("ORD-1012", limit=5)
+        assert 26 in [h.seq for h in hits]
+    finally:
+        await store.aclose()
