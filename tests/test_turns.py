@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextfold import formats
 from contextfold.errors import PairingError
 from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from contextfold.turns import (
@@ -199,12 +200,36 @@ def test_repair_text_mode_keeps_content() -> None:
 
 
 def test_repair_text_mode_while_calls_wait() -> None:
-    # The orphan sits between a call and its result: as text it must not cut them apart.
+    # The orphan sits between a call and its result: as text it must not cut them apart,
+    # and no message may speak there, so it moves to just after the result.
     msgs = [Message.user("q"), call("b"), res("a"), user_results("b")]
     fixed = repair(msgs, mode="text")
     validate(fixed)
-    assert [m.role for m in fixed] == ["user", "assistant", "assistant", "user"]
-    assert fixed[3].tool_results == msgs[3].tool_results
+    assert [m.role for m in fixed] == ["user", "assistant", "user", "user"]
+    assert fixed[2].tool_results == msgs[3].tool_results
+    assert fixed[3].text == "[tool result for a]: out a"
+
+
+def test_validate_rejects_an_assistant_speaking_between_a_call_and_its_result() -> None:
+    msgs = [Message.user("q"), call("a"), Message.assistant("checking..."), res("a")]
+    with pytest.raises(PairingError) as info:
+        validate(msgs)
+    assert info.value.call_id == "a"
+    assert info.value.index == 1
+    with pytest.raises(PairingError):
+        validate(msgs[:3], allow_pending_tail=True)
+    # Parallel calls sent one per message, and results, may still come in between.
+    validate([Message.user("q"), call("a"), call("b"), res("a"), res("b")])
+
+
+def test_repair_moves_an_assistant_speaking_between_a_call_and_its_result() -> None:
+    msgs = [Message.user("q"), call("a"), Message.assistant("checking..."), res("a")]
+    for mode in ("drop", "text"):
+        fixed = repair(msgs, mode=mode)  # type: ignore[arg-type]
+        validate(fixed)
+        assert [m.id for m in fixed] == [msgs[0].id, msgs[1].id, msgs[3].id, msgs[2].id]
+        chat = formats.dump(fixed, "openai_chat")
+        assert [m["role"] for m in chat] == ["user", "assistant", "tool", "assistant"]
 
 
 def test_repair_duplicates_and_valid_input_unchanged() -> None:

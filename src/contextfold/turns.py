@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from contextfold.errors import PairingError
-from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from contextfold.messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = [
     "Turn",
@@ -118,9 +118,11 @@ def validate(messages: Sequence[Message], *, allow_pending_tail: bool = False) -
 
     Rules: every tool result answers an earlier call that is still open; a call id is not
     reused while a call with that id still waits for its result; every call is answered
-    before the next user turn or system message (assistant messages may come in between, as
-    with parallel calls in the Responses API). Reusing an id once its call was answered is
-    accepted: OpenAI models do it in long runs and the API pairs by position.
+    before the next user turn or system message. While calls wait, only their results and
+    assistant messages making further calls (parallel calls sent one per message) may come
+    in between: an assistant message that only speaks there has no valid Chat form (a
+    ``tool`` message must follow the calls it answers). Reusing an id once its call was
+    answered is accepted: OpenAI models do it in long runs and the API pairs by position.
 
     Args:
         allow_pending_tail: accept calls still unanswered at the very end (an agent in the
@@ -137,7 +139,7 @@ def validate(messages: Sequence[Message], *, allow_pending_tail: bool = False) -
                 results = [part] if results is None else [*results, part]
             elif isinstance(part, ToolCallPart):
                 calls = [part] if calls is None else [*calls, part]
-        if open_calls and results is None and m.role in ("user", "system", "developer"):
+        if open_calls and results is None and (calls is None or m.role != "assistant"):
             call_id, at = next(iter(open_calls.items()))
             raise PairingError(
                 f"tool call {call_id!r} (message {at}) has no result before message {i}",
@@ -200,52 +202,76 @@ def units(messages: Sequence[Message], start: int = 0) -> list[tuple[int, int]]:
 def repair(messages: Sequence[Message], *, mode: Literal["drop", "text"] = "drop") -> list[Message]:
     """Return a copy with broken pairing fixed; the input is not modified.
 
+    A message that only speaks while calls wait for their results (see :func:`validate`),
+    including one left with text only by ``mode="text"``, moves to just after those results.
+
     Args:
         mode: ``"drop"`` removes orphaned results and unanswered calls; ``"text"`` turns them
             into plain text parts so nothing the model said or saw is lost.
     """
     answered, good_results = _answered(messages)
     out: list[Message] = []
+    waiting: list[Message] = []  # text-only messages held until the open calls are answered
     open_out: set[str] = set()  # calls in ``out`` still waiting for their results
     for i, m in enumerate(messages):
-        new_parts: list = []  # type: ignore[type-arg]
-        changed = False
-        for j, p in enumerate(m.parts):
-            if isinstance(p, ToolResultPart):
-                if (i, j) in good_results:
-                    new_parts.append(p)
-                    continue
-                changed = True
-                if mode == "text":
-                    new_parts.append(TextPart(f"[tool result for {p.call_id}]: {p.text}"))
-            elif isinstance(p, ToolCallPart):
-                if (i, j) in answered:
-                    new_parts.append(p)
-                    continue
-                changed = True
-                if mode == "text":
-                    new_parts.append(TextPart(f"[tool call {p.name}({p.arguments})]"))
-            else:
-                new_parts.append(p)
-        if not changed:
-            new = m
-        elif not new_parts:
+        new = _repaired(m, i, answered, good_results, mode)
+        if new is None:
             continue
-        else:
-            role = m.role
-            if role in ("tool", "user") and not any(
-                isinstance(p, ToolResultPart) for p in new_parts
-            ):
-                # A message left with text only. While calls are still waiting for their
-                # results a user message would cut them off, so it speaks as the assistant.
-                role = "assistant" if open_out else "user"
-            new = m.replace(role=role, parts=tuple(new_parts))
+        if open_out and not new.tool_results and not new.tool_calls:
+            waiting.append(new)
+            continue
         out.append(new)
         for r in new.tool_results:
             open_out.discard(r.call_id)
         for c in new.tool_calls:
             open_out.add(c.id)
+        if not open_out and waiting:
+            out.extend(waiting)
+            waiting = []
+    out.extend(waiting)
     return out
+
+
+def _repaired(
+    m: Message,
+    i: int,
+    answered: set[tuple[int, int]],
+    good_results: set[tuple[int, int]],
+    mode: Literal["drop", "text"],
+) -> Message | None:
+    """Message ``i`` without its broken calls and results (as text in ``"text"`` mode);
+    None when nothing is left of it."""
+    new_parts: list[Part] = []
+    changed = False
+    for j, p in enumerate(m.parts):
+        if isinstance(p, ToolResultPart):
+            kept = (i, j) in good_results
+        elif isinstance(p, ToolCallPart):
+            kept = (i, j) in answered
+        else:
+            kept = True
+        if kept:
+            new_parts.append(p)
+            continue
+        changed = True
+        if mode == "text":
+            new_parts.append(TextPart(_as_text(p)))
+    if not changed:
+        return m
+    if not new_parts:
+        return None
+    role = m.role
+    if role == "tool" and not any(isinstance(p, ToolResultPart) for p in new_parts):
+        role = "user"  # a tool message left with text only
+    return m.replace(role=role, parts=tuple(new_parts))
+
+
+def _as_text(part: Part) -> str:
+    """What ``repair(mode="text")`` says in place of a broken call or result."""
+    if isinstance(part, ToolResultPart):
+        return f"[tool result for {part.call_id}]: {part.text}"
+    assert isinstance(part, ToolCallPart)  # only calls and results are ever broken
+    return f"[tool call {part.name}({part.arguments})]"
 
 
 def _answered(

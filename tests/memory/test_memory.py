@@ -375,9 +375,11 @@ def test_two_builds_make_one_summarizer_call(store: Any) -> None:
     assert second.checkpoint.id == first.checkpoint.id
     assert second.stats.is_summarized
     assert texts(second) == texts(first)
-    # The second build handed the strategy only the prefix and what follows the checkpoint.
+    # The second build handed the strategy only the prefix, the newest covered message (so
+    # the checkpoint is found by position) and what follows it.
     covered = stored[0].last_covered_seq
-    assert len(strategy.seen[1]) == 1 + (61 - covered)
+    assert len(strategy.seen[1]) == 1 + 1 + (61 - covered)
+    assert strategy.seen[1][1].id == stored[0].last_covered_id
     assert strategy.checkpoints[1] is not None
     assert second.stats.summarized_count == covered - 1
 
@@ -410,7 +412,8 @@ def test_strategies_honour_the_checkpoint_contract(kind: str) -> None:
     assert texts(again) == texts(first)
     ckpt = memory.store.latest_checkpoint(memory.conversation_id)
     assert ckpt is not None
-    assert len(strategy.seen[1]) == 1 + 61 - ckpt.last_covered_seq
+    # The prefix, the newest covered message, and what follows it.
+    assert len(strategy.seen[1]) == 1 + 1 + 61 - ckpt.last_covered_seq
     memory.extend(chat(2, system=None))
     ctx = memory.build_context()
     ckpt = memory.store.latest_checkpoint(memory.conversation_id)

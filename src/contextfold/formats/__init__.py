@@ -16,6 +16,9 @@ What a format needs for an exact round trip but the message model does not carry
 do not model (``anthropic.cache_control``, ``openai_chat.refusal`` ...), ``"<format>:<hint>"``
 a shape detail (content sent as a list, a key that was absent ...). Message ids are
 deterministic: the provider's item id when there is one, else a hash of position and content.
+They are distinct within one payload; an app that loads each turn on its own must give its
+messages ids of its own (``m.replace(id=...)``), since ids are unique per stored conversation
+(see ``docs/messages-and-formats.md``).
 
 Files that wrap a payload or are not one (request bodies, tau-bench runs, SWE-agent
 trajectories, Claude Code session logs) are read by :mod:`~contextfold.formats.trajectories`.

@@ -9,6 +9,9 @@ items and a few tool-specific ones. :func:`load` maps them onto messages this wa
   function calls) are grouped into one assistant message, so a turn with parallel calls looks
   the same as in Chat or Anthropic form;
 * each ``function_call_output`` (or ``custom_tool_call_output``) is one ``tool`` message;
+* the built-in tools' calls and outputs (``computer_call``, ``shell_call``,
+  ``local_shell_call``, ``apply_patch_call`` and their ``_output`` items) are tool calls and
+  ``tool`` messages too (see :mod:`contextfold.formats._responses_tools`), so they pair;
 * items of other types (``item_reference``, ``web_search_call`` ...) are kept opaque inside
   the assistant group they appear in (or a new one), so they come back on dump.
 
@@ -41,6 +44,14 @@ from contextfold.formats._common import (
     type_name,
 )
 from contextfold.formats._responses_parts import NS, dump_output, dump_parts, load_part
+from contextfold.formats._responses_tools import (
+    HOSTED_CALLS,
+    HOSTED_OUTPUTS,
+    fill_hosted,
+    hosted_fits,
+    load_hosted_call,
+    load_hosted_output,
+)
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -134,9 +145,12 @@ class _Loader:
             self.flush()
             parts, env = _load_message_item(raw, i, role, self.strict)
             self.out.append(_single(role, parts, env, raw, i, self.ids))
-        elif kind in _OUTPUT_TYPES:
+        elif kind in _OUTPUT_TYPES or kind in HOSTED_OUTPUTS:
             self.flush()
-            part, env = _load_output(raw, i, self.strict)
+            hosted = kind in HOSTED_OUTPUTS
+            part, env = (
+                load_hosted_output(raw, i, kind) if hosted else _load_output(raw, i, self.strict)
+            )
             self.out.append(_single("tool", [part], env, raw, i, self.ids))
         else:
             self._add_model_item(raw, i, kind)
@@ -150,6 +164,9 @@ class _Loader:
             parts, env = [_load_call(raw, i, kind, self.strict)], _envelope(raw, kind)
         elif kind == "reasoning":
             parts, env = [_load_reasoning(raw, i)], _envelope(raw, kind)
+        elif kind in HOSTED_CALLS:
+            call, env = load_hosted_call(raw, i, kind)
+            parts = [call]
         else:
             if self.strict:
                 fail(f"item type {kind!r} is not supported", index=i, field="type")
@@ -311,7 +328,10 @@ def _fits(envelopes: Any, parts: Sequence[Part]) -> bool:
             return False
         wanted = _PART_KIND_FOR_TYPE.get(kind)
         chunk = parts[at : at + n]
-        if kind == "message":
+        if kind in HOSTED_CALLS or kind in HOSTED_OUTPUTS:
+            if n != 1 or not hosted_fits(kind, chunk[0]):
+                return False
+        elif kind == "message":
             if any(not isinstance(p, (TextPart, ImagePart)) for p in chunk):
                 return False
         elif wanted is not None:
@@ -340,7 +360,9 @@ def _dump_recorded(m: Message, envelopes: list[Any], out: list[dict[str, Any]]) 
         else:
             # _fits checked that each item type still has its one part of the right kind.
             part = chunk[0] if chunk else None
-            if isinstance(part, ToolCallPart):
+            if kind in HOSTED_CALLS or kind in HOSTED_OUTPUTS:
+                fill_hosted(item, env, chunk[0])
+            elif isinstance(part, ToolCallPart):
                 item.update(call_id=part.id, name=part.name)
                 item[_CALL_TYPES.get(kind, "arguments")] = part.arguments
             elif isinstance(part, ThinkingPart):

@@ -24,9 +24,12 @@ Three properties matter most for a long-lived conversation:
   A stored checkpoint is used when its ``strategy`` equals the strategy's ``name`` (or, for a
   :class:`~contextfold.strategies.pipeline.Pipeline`, the name of one of its stages), or
   when the strategy has an ``accepts_checkpoint(record) -> bool`` method that says yes. In that
-  case the strategy receives the prefix plus the messages after the checkpoint, not the
-  covered ones: a strategy that does not find ``last_covered_id`` in its input treats
-  everything after the prefix as newer than the checkpoint.
+  case the strategy receives the prefix, the newest covered message (found by its stored
+  sequence number, ``last_covered_seq``) and the messages after it, not the older covered
+  ones. A strategy finds the checkpoint at the first message after the prefix that carries
+  ``last_covered_id``, so a newer message repeating that id (turns loaded one at a time)
+  cannot move it; a strategy that does not find the id treats everything after the prefix as
+  newer than the checkpoint.
 * **A span is summarized once.** A checkpoint the strategy returns is committed to the store
   and reused by later builds, and by every other process that serves the conversation.
   Compaction is single-flight: the summarizer runs only while this process holds

@@ -246,11 +246,11 @@ class MemoryCore(Searcher, Totals):
             yield from lock.take(self.lock_ttl)
         if not lock.taken:
             return _without_new_checkpoint(result)
-        record = self._sealed(new, history, stored)
+        record = self._sealed(new, history, stored, result)
         if record is None:
             lock.notes.append(
-                f"the new checkpoint covers {new.last_covered_id!r}, which "
-                "the strategy was not given; it was not stored"
+                f"the new checkpoint covers {new.last_covered_id!r}, which the strategy was "
+                "not given or which several of its messages carry; it was not stored"
             )
             return _without_new_checkpoint(result)
         committed: CheckpointRecord = yield Commit(record, _cid(stored))
@@ -291,16 +291,27 @@ class MemoryCore(Searcher, Totals):
             self.reset()
 
     def _sealed(
-        self, record: CheckpointRecord, history: History, stored: CheckpointRecord | None
+        self,
+        record: CheckpointRecord,
+        history: History,
+        stored: CheckpointRecord | None,
+        result: StrategyResult,
     ) -> CheckpointRecord | None:
-        """The strategy's checkpoint with the store seq of what it covers."""
+        """The strategy's checkpoint with the store seq of what it covers.
+
+        The seq, not the id, is what later builds read from, so it must be the message the
+        summary really ends at (see :func:`_covered_index`); None when that is unknown.
+        """
         seq: int | None = None
-        for i in range(len(history.messages) - 1, -1, -1):
-            if history.messages[i].id == record.last_covered_id:
-                seq = history.seqs[i]
-                break
-        if seq is None and stored is not None and stored.last_covered_id == record.last_covered_id:
-            seq = stored.last_covered_seq
+        at = _covered_index(record.last_covered_id, history.messages, result)
+        if at is not None:
+            seq = history.seqs[at]
+        elif (
+            stored is not None
+            and stored.last_covered_id == record.last_covered_id
+            and not any(m.id == record.last_covered_id for m in history.messages)
+        ):
+            seq = stored.last_covered_seq  # the strategy kept the stored coverage
         if seq is None:
             return None
         changes: dict[str, Any] = {"last_covered_seq": seq}
@@ -377,7 +388,7 @@ class MemoryCore(Searcher, Totals):
     def _evict(self, used: CheckpointRecord | None) -> None:
         """Drop cached messages a later build cannot need."""
         if used is not None and used.last_covered_seq is not None and self.seg:
-            keep_from = used.last_covered_seq + 1
+            keep_from = used.last_covered_seq  # the next build reads from the covered message
             if keep_from > self.seg_start:
                 cut = min(len(self.seg), keep_from - self.seg_start)
                 self.seg = self.seg[cut:]
@@ -405,7 +416,14 @@ class MemoryCore(Searcher, Totals):
         built = yield from self.build(dry=True)
         result, history = built.result, built.history
         kept_ids = set(result.kept)
-        kept_idx = [i for i, m in enumerate(history.messages) if m.id in kept_ids]
+        # By position where the ranges say it: a repeated id must not mark a summarized or
+        # dropped message as kept.
+        left_out = {
+            i for a, b in (*result.dropped_ranges, *result.summarized_ranges) for i in range(a, b)
+        }
+        kept_idx = [
+            i for i, m in enumerate(history.messages) if m.id in kept_ids and i not in left_out
+        ]
         kept = _seq_ranges(history.seqs, [(i, i + 1) for i in kept_idx])
         dropped = _seq_ranges(history.seqs, result.dropped_ranges)
         summarized = _seq_ranges(history.seqs, result.summarized_ranges)
@@ -431,6 +449,22 @@ class MemoryCore(Searcher, Totals):
         built = yield from self.build(dry=False)
         yield from self.post_build(built)
         return built.context
+
+
+def _covered_index(
+    covered_id: str, messages: Sequence[Message], result: StrategyResult
+) -> int | None:
+    """Index of the message a new checkpoint ends at, or None when it cannot be told.
+
+    Ids are meant to be unique, but a history loaded turn by turn can repeat one. The end of
+    the strategy's newest summarized range says which copy the summary ends at; without it,
+    a single copy is unambiguous and several are not.
+    """
+    ends = [b for a, b in result.summarized_ranges if b > a]
+    if ends and messages[max(ends) - 1].id == covered_id:
+        return max(ends) - 1
+    found = [i for i, m in enumerate(messages) if m.id == covered_id]
+    return found[0] if len(found) == 1 else None
 
 
 def _cid(ckpt: CheckpointRecord | None) -> str | None:

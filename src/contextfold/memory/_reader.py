@@ -4,8 +4,9 @@ The system prefix is read once and cached; the messages after it live in one cac
 that each build extends or trims (:meth:`HistoryReader._ensure`). A strategy with a bounded
 window (:class:`~contextfold.strategies.base.BoundedWindow`) gets only the newest messages
 its window can hold, found by the one window walker on the newest pages; a strategy that
-builds on a checkpoint gets what follows the checkpoint; any other strategy gets the whole
-history.
+builds on a checkpoint gets the newest covered message and what follows it (located by
+sequence number, so a newer message repeating its id cannot move the checkpoint); any other
+strategy gets the whole history.
 """
 
 from __future__ import annotations
@@ -169,7 +170,9 @@ class HistoryReader:
         ckpt = stored if self._applies(stored, last) else None
         start = floor
         if ckpt is not None and ckpt.last_covered_seq is not None:
-            start = max(floor, ckpt.last_covered_seq + 1)
+            # From the covered message itself: the strategy finds it right after the
+            # prefix, so a newer message repeating its id cannot be taken for it.
+            start = max(floor, ckpt.last_covered_seq)
         else:
             budget = self._window_budget()
             if budget is not None and last >= floor:

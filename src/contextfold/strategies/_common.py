@@ -122,11 +122,17 @@ def locate_checkpoint(
     A checkpoint applies when its strategy is ``name``. If its ``last_covered_id`` is in the
     history, the messages after the prefix up to it are covered; if not, the caller passed
     only what follows the checkpoint, so everything after the prefix is new.
+
+    The search runs from the oldest message: when an id repeats (an app that loaded each
+    turn on its own gives every identical "continue" the same id), taking the newest copy
+    would treat every message before it as summarized when none of them was, while the
+    oldest copy at worst summarizes a few messages again. The memory passes the covered
+    message itself right after the prefix, so there the first copy is the right one.
     """
     if checkpoint is None or checkpoint.strategy != name or not checkpoint.summary.strip():
         return None
     target = checkpoint.last_covered_id
-    for i in range(len(history) - 1, prefix_len - 1, -1):
+    for i in range(prefix_len, len(history)):
         if getattr(history[i], "id", None) == target:
             return i + 1
     return prefix_len

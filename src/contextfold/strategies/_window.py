@@ -146,7 +146,7 @@ def _walk(messages: Sequence[Message], floor: int, room: int, counter: TokenCoun
             break
         tail += cost
         results_only = bool(m.parts)
-        has_results = False
+        has_results = has_calls = False
         for part in m.parts:
             kind = part.kind
             if kind == "tool_result":
@@ -158,11 +158,14 @@ def _walk(messages: Sequence[Message], floor: int, room: int, counter: TokenCoun
             else:
                 results_only = False
                 if kind == "tool_call":
+                    has_calls = True
                     cid = part.id  # type: ignore[union-attr]
                     if pending.pop(cid, None) is None and fault is None:
                         fault = (i, cid, f"tool call {cid!r} (message {i}) has no result")
         if pending:
-            if fault is None and not has_results and m.role in _BREAKS_PAIRS:
+            # Only results and further calls may sit between calls and their results.
+            breaks = m.role in _BREAKS_PAIRS or not has_calls
+            if fault is None and not has_results and breaks:
                 cid, at = max(pending.items(), key=lambda kv: kv[1])
                 what = f"tool result for {cid!r} (message {at}) is cut off from its call"
                 fault = (i, cid, f"{what} by message {i}")

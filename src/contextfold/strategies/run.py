@@ -8,7 +8,9 @@ answers summary calls with :func:`call_summarizer` / :func:`acall_summarizer` to
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -52,25 +54,65 @@ def _default_counter(counter: TokenCounter | None) -> TokenCounter:
 
 
 def call_summarizer(call: SummaryCall) -> SummarizationResult:
-    """Answer ``call`` synchronously; a summarizer that raises gives a failure result."""
+    """Answer ``call`` synchronously, bounded by the request's deadline like the async path.
+
+    A summarizer that raises gives a failure result. With a deadline, a sync summarizer runs
+    in a worker thread and the build stops waiting when the deadline passes (a ``timeout``
+    failure); the thread cannot be interrupted, so it finishes on its own and its answer is
+    discarded. An async-only summarizer runs under :func:`acall_summarizer` in a fresh loop.
+    """
     early = precheck(call.request)
     if early is not None:
         return early
     summarizer = call.summarizer
     try:
         if isinstance(summarizer, Summarizer):
-            return summarizer.summarize(call.request)
+            remaining = call.request.remaining()
+            if remaining is None:
+                return summarizer.summarize(call.request)
+            return _summarize_in_thread(summarizer, call, remaining)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(summarizer.asummarize(call.request))
+            return asyncio.run(acall_summarizer(call))
         return SummarizationResult.failure(
             "an async-only summarizer cannot run inside a running event loop; "
             "use abuild_context()/arun()",
             "error",
         )
     except Exception as exc:  # the contract says never raise; enforce it here
-        return SummarizationResult.failure(f"summarizer raised {type(exc).__name__}: {exc}")
+        return _raised(exc)
+
+
+def _raised(exc: Exception) -> SummarizationResult:
+    return SummarizationResult.failure(f"summarizer raised {type(exc).__name__}: {exc}")
+
+
+def _timed_out() -> SummarizationResult:
+    return SummarizationResult.failure("summarizer ran past its deadline", "timeout")
+
+
+def _summarize_in_thread(
+    summarizer: Summarizer, call: SummaryCall, timeout: float
+) -> SummarizationResult:
+    """Run a sync summarizer in a daemon thread and wait at most ``timeout`` seconds.
+
+    A daemon thread, so a summarizer that never returns cannot keep the process from
+    exiting; the caller's context variables go with it (tracing, request ids).
+    """
+    answer: list[SummarizationResult] = []
+    context = contextvars.copy_context()
+
+    def work() -> None:
+        try:
+            answer.append(context.run(summarizer.summarize, call.request))
+        except Exception as exc:
+            answer.append(_raised(exc))
+
+    worker = threading.Thread(target=work, name="contextfold-summarizer", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    return answer[0] if answer else _timed_out()
 
 
 async def acall_summarizer(call: SummaryCall) -> SummarizationResult:
@@ -89,11 +131,11 @@ async def acall_summarizer(call: SummaryCall) -> SummarizationResult:
             return await coro
         return await asyncio.wait_for(coro, timeout=remaining)
     except asyncio.TimeoutError:
-        return SummarizationResult.failure("summarizer ran past its deadline", "timeout")
+        return _timed_out()
     except asyncio.CancelledError:
         raise
     except Exception as exc:
-        return SummarizationResult.failure(f"summarizer raised {type(exc).__name__}: {exc}")
+        return _raised(exc)
 
 
 def answer_plan(
