@@ -252,7 +252,11 @@ def postgres_dialect(schema: str) -> Dialect:
             f"INSERT INTO {ckpts} (conversation_id, n, id, data) VALUES (%s, %s, %s, %s)"
         ),
         select_conversations=f'SELECT id FROM {conv} ORDER BY id COLLATE "C"',
+        # Lock the counter row first: an append waits on it, so none can slip in between
+        # deleting the messages and deleting the counter (which would leave orphan rows,
+        # gaps and duplicate sequence numbers). Appends queued on the lock start over at 1.
         delete_statements=(
+            f"SELECT 1 FROM {conv} WHERE id = %s FOR UPDATE",
             f"DELETE FROM {msgs} WHERE conversation_id = %s",
             f"DELETE FROM {ckpts} WHERE conversation_id = %s",
             f"DELETE FROM {conv} WHERE id = %s",
