@@ -128,7 +128,7 @@ def corrupt(backend: Any, conversation: str, seq: int, raw: str) -> None:
         import redis
 
         client = redis.Redis.from_url(backend.url)
-        client.lset(f"{backend.options['key_prefix']}:c:{conversation}:m", seq - 1, raw)
+        client.lset(f"{backend.options['key_prefix']}:{{{conversation}}}:m", seq - 1, raw)
         client.close()
     else:
         import psycopg
@@ -153,7 +153,7 @@ def corrupt_checkpoint(backend: Any, conversation: str, raw: str) -> None:
         import redis
 
         client = redis.Redis.from_url(backend.url)
-        client.lset(f"{backend.options['key_prefix']}:c:{conversation}:k", 0, raw)
+        client.lset(f"{backend.options['key_prefix']}:{{{conversation}}}:k", 0, raw)
         client.close()
     else:
         import psycopg
@@ -254,7 +254,11 @@ def test_sqlite_migrations_are_recorded_once(tmp_path: Path) -> None:
         SQLiteStore(path).close()
     with sqlite3.connect(path) as conn:
         rows = conn.execute("SELECT version, name FROM contextfold_schema").fetchall()
-    assert rows == [(1, "0001_initial_log"), (2, "0002_compact_text_rows")]
+    assert rows == [
+        (1, "0001_initial_log"),
+        (2, "0002_compact_text_rows"),
+        (3, "0003_message_ids"),
+    ]
 
 
 def test_redis_refuses_a_newer_or_foreign_layout(redis_backend: Any) -> None:
@@ -294,7 +298,7 @@ def test_postgres_refuses_a_newer_schema(postgres_backend: Any) -> None:
     with psycopg.connect(persistent_backend.url, autocommit=True) as conn:
         conn.execute(f'DELETE FROM "{schema}".contextfold_schema WHERE version = 42')
         rows = conn.execute(f'SELECT version, name FROM "{schema}".contextfold_schema').fetchall()
-    assert rows == [(1, "0001_initial_log")]
+    assert sorted(rows) == [(1, "0001_initial_log"), (2, "0002_message_ids")]
     assert [s.message.text for s in persistent_backend.open().read("c")] == ["kept"]
 
 

@@ -258,7 +258,7 @@ def test_a_log_written_before_migration_2_is_upgraded_and_read(tmp_path: Path) -
     store.close()
     with sqlite3.connect(path) as conn:
         names = [n for (n,) in conn.execute("SELECT name FROM contextfold_schema ORDER BY version")]
-    assert names == ["0001_initial_log", "0002_compact_text_rows"]
+    assert names == ["0001_initial_log", "0002_compact_text_rows", "0003_message_ids"]
 
 
 def test_big_batches_decode_like_single_rows_and_leave_the_collector_alone() -> None:

@@ -114,8 +114,6 @@ class PostgresStore(SQLOpStore):
         self._psycopg = psycopg
         self._pool_mod = psycopg_pool
         self._dialect = postgres_dialect(schema)
-        # A one-statement append is atomic by itself; otherwise it needs a transaction.
-        self._append_write = not self._dialect.append_one_shot
         self._schema = schema
         self._min_size = min_size
         self._max_size = max_size

@@ -232,7 +232,8 @@ class SQLiteStore(SQLOpStore, LockingOpStore):
                     return None  # another writer holds the lock: wait for it in a thread
                 try:
                     self._check_file()
-                    result = run_sync(cur, op_append(self._dialect, cid, payloads))
+                    op = op_append(self._dialect, cid, payloads, [m.id for m in messages])
+                    result = run_sync(cur, op)
                     cur.execute("COMMIT")
                 except BaseException as exc:
                     self._abandon_inline_transaction(inline)
