@@ -124,10 +124,8 @@ def corrupt(backend: Any, conversation: str, seq: int, raw: str) -> None:
                 " (SELECT num << 32 FROM contextfold_conversations WHERE id = ?)",
                 (raw, seq, conversation),
             )
-    elif backend.name == "redis":
-        import redis
-
-        client = redis.Redis.from_url(backend.url)
+    elif backend.name.startswith("redis"):
+        client = backend.raw_redis()
         client.lset(f"{backend.options['key_prefix']}:{{{conversation}}}:m", seq - 1, raw)
         client.close()
     else:
@@ -149,10 +147,8 @@ def corrupt_checkpoint(backend: Any, conversation: str, raw: str) -> None:
                 "UPDATE contextfold_checkpoints SET data = ? WHERE conversation_id = ?",
                 (raw, conversation),
             )
-    elif backend.name == "redis":
-        import redis
-
-        client = redis.Redis.from_url(backend.url)
+    elif backend.name.startswith("redis"):
+        client = backend.raw_redis()
         client.lset(f"{backend.options['key_prefix']}:{{{conversation}}}:k", 0, raw)
         client.close()
     else:
