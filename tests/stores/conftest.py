@@ -141,6 +141,12 @@ def any_redis_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterato
     yield from backend_for(request.param, tmp_path)
 
 
+@pytest.fixture(params=["redis", "postgres"])
+def network_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """The single-server network stores (the fault proxy forwards to one port)."""
+    yield from backend_for(request.param, tmp_path)
+
+
 @pytest.fixture
 def redis_cluster_backend(tmp_path: Path) -> Iterator[Backend]:
     yield from backend_for("redis_cluster", tmp_path)

@@ -69,7 +69,10 @@ def _module() -> ModuleType:
         import redis
         import redis.asyncio
         import redis.asyncio.cluster
+        import redis.asyncio.retry
+        import redis.backoff
         import redis.cluster
+        import redis.retry
     except ImportError as exc:
         raise MissingExtraError("RedisStore", "redis") from exc
     return redis
@@ -86,9 +89,10 @@ class RedisStore(LockingOpStore):
             store offers only the API of that client's flavour).
         key_prefix: prefix of every key, so several applications can share a database.
         connect_timeout: seconds to wait for a connection before raising :class:`StoreError`.
-        read_timeout: seconds to wait for a reply before raising :class:`StoreError` (a
-            frozen server or a lost connection); the write may still have been applied, and
-            a retried append then stores nothing twice.
+        read_timeout: seconds to wait for a reply (redis-py's ``socket_timeout``); a call
+            is retried once on a new connection, so a frozen server or a lost connection
+            raises :class:`StoreError` within about twice this. The write may still have
+            been applied: a retried append then stores nothing twice.
         cluster: the URL names a Redis Cluster node (as the ``+cluster`` schemes do).
 
     The asyncio client belongs to the event loop that first used it: use one store per loop
@@ -282,7 +286,12 @@ class RedisStore(LockingOpStore):
     def _new_client(self, flavour: Any) -> Any:
         """A client of ``flavour`` (``redis`` or ``redis.asyncio``) for the URL."""
         kind = flavour.cluster.RedisCluster if self._cluster else flavour.Redis
-        return kind.from_url(self._url, **self._timeouts)
+        # One immediate retry on a new connection (a pooled one the server closed), not
+        # redis-py's default of three with back-off, so a frozen server fails within about
+        # twice read_timeout. The retry is safe: an append whose reply was lost is
+        # acknowledged, not stored again.
+        retry = flavour.retry.Retry(self._redis.backoff.NoBackoff(), 1)
+        return kind.from_url(self._url, retry=retry, **self._timeouts)
 
     def _sync_client(self) -> Any:
         if self._closed:
