@@ -240,6 +240,13 @@ def _postgres_append_sql(conv: str, msgs: str) -> dict[str, Any]:
     }
 
 
+_POSTGRES_LAYOUT = (
+    ("contextfold_conversations", ("id", "last_seq")),
+    ("contextfold_messages", ("conversation_id", "seq", "data", "message_id")),
+    ("contextfold_checkpoints", ("conversation_id", "n", "id", "data")),
+)
+
+
 def postgres_dialect(schema: str) -> Dialect:
     """PostgreSQL 11+ tables inside ``schema`` (created when missing)."""
     s = check_identifier(schema, "schema")
@@ -251,11 +258,7 @@ def postgres_dialect(schema: str) -> Dialect:
     return Dialect(
         name="postgres",
         migrations=_postgres_migrations(conv, msgs, ckpts),
-        layout=(
-            ("contextfold_conversations", ("id", "last_seq")),
-            ("contextfold_messages", ("conversation_id", "seq", "data", "message_id")),
-            ("contextfold_checkpoints", ("conversation_id", "n", "id", "data")),
-        ),
+        layout=_POSTGRES_LAYOUT,
         select_columns=(
             "SELECT lower(column_name) FROM information_schema.columns"
             f" WHERE table_schema = '{s}' AND table_name = %s"
