@@ -26,6 +26,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SCRIPTS",
     "Cmd",
+    "Pipeline",
     "RedisOp",
     "Script",
     "conversation_key",
@@ -57,7 +58,17 @@ class Script:
     args: tuple[Any, ...]
 
 
-RedisOp = Generator[Cmd | Script, Any, T]
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """Several steps sent in one round trip, not as a transaction; answered with a list.
+
+    Each step runs even if one before it failed; an error is answered in its place.
+    """
+
+    steps: tuple[Cmd | Script, ...]
+
+
+RedisOp = Generator[Cmd | Script | Pipeline, Any, T]
 
 
 def _escape(conversation_id: str) -> str:

@@ -21,7 +21,7 @@ server itself stops. Enable ``appendonly yes`` (``appendfsync everysec`` or ``al
 log must survive a Redis restart.
 
 The sync and async APIs run the same operations (generators of Redis commands) through
-two small drivers, one per client flavour.
+two small drivers, one per client flavour (:mod:`contextfold.stores._redis_driver`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import threading
 from types import ModuleType
 from typing import Any, TypeVar
 
-from contextfold._drive import adrive, drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConflictError, MissingExtraError, StoreError
 from contextfold.stores._backend import LockingOpStore
@@ -44,11 +43,12 @@ from contextfold.stores._checks import (
 )
 from contextfold.stores._codec import decode_checkpoint, decode_rows
 from contextfold.stores._idempotent import id_conflict
+from contextfold.stores._redis_driver import arun_commands, run_commands
 from contextfold.stores._redis_layout import (
     SCHEMA_VERSION,
-    SCRIPTS,
     SUFFIXES,
     Cmd,
+    Pipeline,
     RedisOp,
     Script,
     conversation_key,
@@ -207,17 +207,22 @@ class RedisStore(LockingOpStore):
             yield Cmd(("SET", self._version_key, str(SCHEMA_VERSION)))
 
     def _op_append(self, cid: str, payloads: list[str], ids: list[str]) -> RedisOp[list[int]]:
-        reply = yield Script(
+        script = Script(
             "append",
             (self._key(cid, "m"), self._key(cid, "ids")),
             (len(payloads), *ids, *payloads),
         )
+        # Listed in the same round trip, right after the write (the index is another slot on
+        # a cluster, so not in the script): a crash in between leaves the conversation
+        # unlisted until its next append, never listed with rows lost.
+        reply, listed = yield Pipeline((script, Cmd(("SADD", self._index_key, cid))))
+        if isinstance(reply, Exception):
+            raise reply
+        if isinstance(listed, Exception):
+            raise listed
         if int(reply[0]) != 0:
             index, seq = int(reply[1]), int(reply[2])
             raise id_conflict(cid, ids[index - 1], seq)
-        # Listed after the write (the index is another slot on a cluster): a crash in between
-        # leaves the conversation unlisted until its next append, never listed with rows lost.
-        yield Cmd(("SADD", self._index_key, cid))
         return [int(seq) for seq in reply[1:]]
 
     def _op_read(self, cid: str, after_seq: int, limit: int | None) -> RedisOp[list[StoredMessage]]:
@@ -331,39 +336,15 @@ class RedisStore(LockingOpStore):
         return self._aclient
 
     def _execute(self, client: Any, op: RedisOp[T], what: str, cid: str = "") -> T:
-        redis = self._redis
-
-        def answer(step: Cmd | Script) -> Any:
-            if isinstance(step, Script):
-                source, sha = SCRIPTS[step.name]
-                argv = (len(step.keys), *step.keys, *step.args)
-                try:
-                    return client.evalsha(sha, *argv)
-                except redis.exceptions.NoScriptError:
-                    return client.eval(source, *argv)
-            return client.execute_command(*step.args)
-
         try:
-            return drive(op, answer)
-        except redis.exceptions.RedisError as exc:
+            return run_commands(client, op)
+        except self._redis.exceptions.RedisError as exc:
             raise self._error(what, exc, cid) from exc
 
     async def _aexecute(self, client: Any, op: RedisOp[T], what: str, cid: str = "") -> T:
-        redis = self._redis
-
-        async def answer(step: Cmd | Script) -> Any:
-            if isinstance(step, Script):
-                source, sha = SCRIPTS[step.name]
-                argv = (len(step.keys), *step.keys, *step.args)
-                try:
-                    return await client.evalsha(sha, *argv)
-                except redis.exceptions.NoScriptError:
-                    return await client.eval(source, *argv)
-            return await client.execute_command(*step.args)
-
         try:
-            return await adrive(op, answer)
-        except redis.exceptions.RedisError as exc:
+            return await arun_commands(client, op)
+        except self._redis.exceptions.RedisError as exc:
             raise self._error(what, exc, cid) from exc
 
     def _run(self, op: RedisOp[T], what: str, cid: str = "", *, write: bool = False) -> T:
