@@ -113,7 +113,7 @@ class Proxy:
                     if sock is server and self._should_drop(data):
                         return
                     peers[sock].sendall(data)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: refuse() closed the sockets under us
             return
         finally:
             _close(client, server)
