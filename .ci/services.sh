@@ -1,9 +1,11 @@
-# Sourced by .ci/run: start and stop the Redis and PostgreSQL servers the store tests use.
+# Sourced by .ci/run: start and stop the Redis, Redis Cluster and PostgreSQL servers the store
+# tests use.
 #
 #   source .ci/services.sh
-#   services_start   # exports CONTEXTFOLD_TEST_REDIS_URL and CONTEXTFOLD_TEST_POSTGRES_URL
+#   services_start   # exports CONTEXTFOLD_TEST_REDIS_URL, CONTEXTFOLD_TEST_REDIS_CLUSTER_URL
+#                    # and CONTEXTFOLD_TEST_POSTGRES_URL
 #   ...
-#   services_stop    # stops both servers and removes their data
+#   services_stop    # stops every server and removes their data
 #
 # Both servers listen on loopback only, keep their data in one temporary folder, and need no
 # configuration file. redis-server is installed from Debian when missing. PostgreSQL runs from
@@ -13,6 +15,8 @@
 
 CF_REDIS_PORT="${CF_REDIS_PORT:-63790}"
 CF_PG_PORT="${CF_PG_PORT:-54329}"
+# A cluster node also listens on its port + 10000 (the cluster bus), so stay below 55536.
+CF_REDIS_CLUSTER_PORT="${CF_REDIS_CLUSTER_PORT:-46380}"
 CF_PG_DB="${CF_PG_DB:-contextfold_test}"
 CF_PG_USER="${CF_PG_USER:-postgres}"
 CF_SERVICES_STATE="${CF_SERVICES_STATE:-${TMPDIR:-/tmp}/contextfold-ci-services}"
@@ -79,6 +83,65 @@ _cf_start_redis() {
     return 1
 }
 
+# Three masters on consecutive loopback ports (no replicas): enough for keys to spread over
+# nodes, so any command that spans slots fails here as it would on a production cluster.
+_cf_cluster_ports() { echo "$CF_REDIS_CLUSTER_PORT" $((CF_REDIS_CLUSTER_PORT + 1)) $((CF_REDIS_CLUSTER_PORT + 2)); }
+
+_cf_start_redis_cluster() {
+    if redis-cli -h 127.0.0.1 -p "$CF_REDIS_CLUSTER_PORT" cluster info 2>/dev/null \
+        | grep -q 'cluster_state:ok'; then
+        _cf_log "redis cluster already answers on 127.0.0.1:$CF_REDIS_CLUSTER_PORT"
+        return 0
+    fi
+    local port dir nodes=()
+    for port in $(_cf_cluster_ports); do
+        dir="$CF_SERVICES_STATE/redis-cluster/$port"
+        mkdir -p "$dir"
+        redis-server --bind 127.0.0.1 --port "$port" --daemonize yes \
+            --cluster-enabled yes --cluster-config-file "$dir/nodes.conf" \
+            --cluster-node-timeout 5000 --save '' --appendonly no --dir "$dir" \
+            --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
+        nodes+=("127.0.0.1:$port")
+    done
+    local i
+    for port in $(_cf_cluster_ports); do
+        for i in $(seq 1 51); do
+            redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG && break
+            if [ "$i" -eq 51 ]; then
+                _cf_log "redis cluster node $port did not start; log follows"
+                cat "$CF_SERVICES_STATE/redis-cluster/$port/redis.log" >&2 || true
+                return 1
+            fi
+            sleep 0.1
+        done
+    done
+    redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >/dev/null || {
+        _cf_log "redis cluster create failed"
+        return 1
+    }
+    for i in $(seq 1 100); do
+        if redis-cli -h 127.0.0.1 -p "$CF_REDIS_CLUSTER_PORT" cluster info 2>/dev/null \
+            | grep -q 'cluster_state:ok'; then
+            _cf_log "redis cluster up on 127.0.0.1:${nodes[*]##*:}"
+            return 0
+        fi
+        sleep 0.1
+    done
+    _cf_log "redis cluster did not become ready"
+    return 1
+}
+
+_cf_stop_redis_cluster() {
+    local port stopped=""
+    for port in $(_cf_cluster_ports); do
+        if redis-cli -h 127.0.0.1 -p "$port" ping >/dev/null 2>&1; then
+            redis-cli -h 127.0.0.1 -p "$port" shutdown nosave >/dev/null 2>&1 || true
+            stopped=1
+        fi
+    done
+    if [ -n "$stopped" ]; then _cf_log "redis cluster stopped"; fi
+}
+
 _cf_start_postgres() {
     local bin
     if ! bin="$(_cf_pg_bin)"; then
@@ -124,11 +187,14 @@ services_start() {
     mkdir -p "$CF_SERVICES_STATE"
     chmod 755 "$CF_SERVICES_STATE"
     _cf_start_redis
+    _cf_start_redis_cluster
     _cf_start_postgres
     export CONTEXTFOLD_TEST_REDIS_URL="redis://127.0.0.1:$CF_REDIS_PORT/0"
+    export CONTEXTFOLD_TEST_REDIS_CLUSTER_URL="redis://127.0.0.1:$CF_REDIS_CLUSTER_PORT"
     export CONTEXTFOLD_TEST_POSTGRES_URL="postgresql://$CF_PG_USER@127.0.0.1:$CF_PG_PORT/$CF_PG_DB"
     _cf_log "CONTEXTFOLD_TEST_REDIS_URL=$CONTEXTFOLD_TEST_REDIS_URL"
     _cf_log "CONTEXTFOLD_TEST_POSTGRES_URL=$CONTEXTFOLD_TEST_POSTGRES_URL"
+    _cf_log "CONTEXTFOLD_TEST_REDIS_CLUSTER_URL=$CONTEXTFOLD_TEST_REDIS_CLUSTER_URL"
 }
 
 services_stop() {
@@ -137,11 +203,12 @@ services_stop() {
         redis-cli -h 127.0.0.1 -p "$CF_REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
         _cf_log "redis stopped"
     fi
+    _cf_stop_redis_cluster
     if [ -s "$CF_SERVICES_STATE/pg/data/PG_VERSION" ] && bin="$(_cf_pg_bin)"; then
         _cf_as_pg "$bin/pg_ctl" -D "$CF_SERVICES_STATE/pg/data" -m fast -w stop >/dev/null 2>&1 || true
         _cf_log "postgres stopped"
     fi
     rm -rf "$CF_SERVICES_STATE"
-    unset CONTEXTFOLD_TEST_REDIS_URL CONTEXTFOLD_TEST_POSTGRES_URL
+    unset CONTEXTFOLD_TEST_REDIS_URL CONTEXTFOLD_TEST_POSTGRES_URL CONTEXTFOLD_TEST_REDIS_CLUSTER_URL
     return 0
 }

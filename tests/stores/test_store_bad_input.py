@@ -124,11 +124,9 @@ def corrupt(backend: Any, conversation: str, seq: int, raw: str) -> None:
                 " (SELECT num << 32 FROM contextfold_conversations WHERE id = ?)",
                 (raw, seq, conversation),
             )
-    elif backend.name == "redis":
-        import redis
-
-        client = redis.Redis.from_url(backend.url)
-        client.lset(f"{backend.options['key_prefix']}:c:{conversation}:m", seq - 1, raw)
+    elif backend.name.startswith("redis"):
+        client = backend.raw_redis()
+        client.lset(f"{backend.options['key_prefix']}:{{{conversation}}}:m", seq - 1, raw)
         client.close()
     else:
         import psycopg
@@ -149,11 +147,9 @@ def corrupt_checkpoint(backend: Any, conversation: str, raw: str) -> None:
                 "UPDATE contextfold_checkpoints SET data = ? WHERE conversation_id = ?",
                 (raw, conversation),
             )
-    elif backend.name == "redis":
-        import redis
-
-        client = redis.Redis.from_url(backend.url)
-        client.lset(f"{backend.options['key_prefix']}:c:{conversation}:k", 0, raw)
+    elif backend.name.startswith("redis"):
+        client = backend.raw_redis()
+        client.lset(f"{backend.options['key_prefix']}:{{{conversation}}}:k", 0, raw)
         client.close()
     else:
         import psycopg
@@ -259,6 +255,7 @@ def test_sqlite_migrations_are_recorded_once(tmp_path: Path) -> None:
         (2, "0002_compact_text_rows"),
         (3, "0003_message_search"),
         (4, "0004_conversation_state"),
+        (5, "0005_message_ids"),
     ]
 
 
@@ -303,6 +300,7 @@ def test_postgres_refuses_a_newer_schema(postgres_backend: Any) -> None:
         (1, "0001_initial_log"),
         (2, "0002_message_search"),
         (3, "0003_conversation_state"),
+        (4, "0004_message_ids"),
     ]
     assert [s.message.text for s in persistent_backend.open().read("c")] == ["kept"]
 

@@ -263,6 +263,7 @@ def test_a_log_written_before_migration_2_is_upgraded_and_read(tmp_path: Path) -
         "0002_compact_text_rows",
         "0003_message_search",
         "0004_conversation_state",
+        "0005_message_ids",
     ]
 
 

@@ -47,6 +47,8 @@ from contextfold.tokens.base import TokenCounter
 _LOCK_BUSY = (
     "another process holds the compaction lock for this conversation; built without compacting"
 )
+#: How a note starts when the store could not take the lock (read-only or full database).
+_LOCK_FAILED = "the store could not take the compaction lock"
 
 
 class _Restart(Exception):
@@ -62,13 +64,20 @@ class _LockState:
     """The compaction lock, as one build sees it."""
 
     taken: bool | None = None  # None: not asked for yet
-    busy: bool = False  # a summary call was refused because another process holds it
+    busy: bool = False  # a summary call was refused: the lock is held elsewhere or failed
     notes: list[str] = field(default_factory=list)
+    reason: str = _LOCK_BUSY  # why compaction was skipped
 
     def take(self, ttl: float) -> CoreGen[None]:
-        self.taken = bool((yield Lock(ttl)))
+        try:
+            self.taken = bool((yield Lock(ttl)))
+        except StoreError as exc:
+            # A read-only or full database cannot take the lock: build the plain window, as
+            # when a summarizer fails, and say why in the stats.
+            self.taken = False
+            self.reason = f"{_LOCK_FAILED} ({exc}); built without compacting"
         if not self.taken:
-            self.notes.append(_LOCK_BUSY)
+            self.notes.append(self.reason)
 
 
 @dataclass
@@ -253,7 +262,13 @@ class MemoryCore(Searcher, Totals):
                 "not given or which several of its messages carry; it was not stored"
             )
             return _without_new_checkpoint(result)
-        committed: CheckpointRecord = yield Commit(record, _cid(stored))
+        try:
+            committed: CheckpointRecord = yield Commit(record, _cid(stored))
+        except ConflictError:
+            raise
+        except StoreError as exc:  # a full or read-only database: the context still stands
+            lock.notes.append(f"the new checkpoint could not be stored ({exc}); not kept")
+            return _without_new_checkpoint(result)
         return _with_checkpoint(result, committed)
 
     def _answer(
@@ -280,7 +295,7 @@ class MemoryCore(Searcher, Totals):
                     raise _Restart(latest)
         if not lock.taken:
             lock.busy = True
-            return SummarizationResult.failure(_LOCK_BUSY, "error")
+            return SummarizationResult.failure(lock.reason, "error")
         answer: SummarizationResult = yield call
         return answer
 
@@ -335,8 +350,9 @@ class MemoryCore(Searcher, Totals):
         unread = len(history.unread)
         covered_unread = unread if (history.checkpoint is not None and used is not None) else 0
         fallback_reason = result.fallback
-        if fallback_reason is None and _LOCK_BUSY in memory_notes and result.summary_calls:
-            fallback_reason = _LOCK_BUSY
+        skipped = [n for n in memory_notes if n == _LOCK_BUSY or n.startswith(_LOCK_FAILED)]
+        if fallback_reason is None and skipped and result.summary_calls:
+            fallback_reason = skipped[0]
         usage = result.usage
         known = self._free_total(last, history.seqs, history.messages)
         record = BuildRecord(last, result.tokens, 0 if dry else usage.total_tokens, known)

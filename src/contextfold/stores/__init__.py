@@ -74,7 +74,8 @@ def open_store(target: str | Store, /, **options: Any) -> Store:
 
     Args:
         target: ``memory://``, ``sqlite:///path``, ``redis://...``, ``rediss://...``,
-            ``postgresql://...`` (or ``postgres://``), or a store instance.
+            ``redis+cluster://...`` (any node of a Redis Cluster), ``postgresql://...`` (or
+            ``postgres://``), or a store instance.
         **options: keyword options of the chosen backend's constructor (for example
             ``synchronous="FULL"`` for SQLite or ``schema="app"`` for PostgreSQL).
 
@@ -103,7 +104,7 @@ def open_store(target: str | Store, /, **options: Any) -> Store:
         return InMemoryStore()
     if scheme == "sqlite":
         return SQLiteStore(target, **options)
-    if scheme in ("redis", "rediss", "unix"):
+    if scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
         from contextfold.stores.redis import RedisStore
 
         return RedisStore(target, **options)

@@ -60,8 +60,12 @@ class OpStore(ABC):
         """Async :meth:`_run`."""
 
     @abstractmethod
-    def _op_append(self, cid: str, payloads: list[str]) -> Flow[list[int]]:
-        """Reserve sequence numbers for the encoded ``payloads`` and store them."""
+    def _op_append(self, cid: str, payloads: list[str], ids: list[str]) -> Flow[list[int]]:
+        """Store the encoded ``payloads`` whose ``ids`` are new; every message's seq.
+
+        A message whose id the conversation already holds is acknowledged with its stored
+        seq (see :mod:`contextfold.stores._idempotent`).
+        """
 
     @abstractmethod
     def _op_read(self, cid: str, after_seq: int, limit: int | None) -> Flow[list[StoredMessage]]:
@@ -151,13 +155,16 @@ class OpStore(ABC):
     def append(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
         """Append atomically; return the sequence numbers given, in order.
 
-        An empty batch returns ``[]`` without touching the database.
+        A message whose id is already stored in the conversation is not stored again: its
+        stored seq is returned, so retrying an append whose reply was lost is safe. An empty
+        batch returns ``[]`` without touching the database.
         """
         cid = check_conversation_id(conversation_id)
         payloads = encode_messages(cid, messages)
         if not payloads:
             return []
-        return self._run(self._op_append(cid, payloads), "append", cid, write=self._append_write)
+        op = self._op_append(cid, payloads, [m.id for m in messages])
+        return self._run(op, "append", cid, write=self._append_write)
 
     def read(
         self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
@@ -237,7 +244,7 @@ class OpStore(ABC):
         payloads = encode_messages(cid, messages)
         if not payloads:
             return []
-        op = self._op_append(cid, payloads)
+        op = self._op_append(cid, payloads, [m.id for m in messages])
         return await self._arun(op, "append", cid, write=self._append_write)
 
     async def aread(

@@ -50,6 +50,22 @@ def _sqlite_migrations() -> tuple[Migration, ...]:
                 " conversation_id TEXT PRIMARY KEY, data TEXT NOT NULL)",
             ),
         ),
+        # Message ids per conversation, so an append can acknowledge a message it already
+        # holds instead of storing it twice. Rows of earlier versions are indexed by the id
+        # in their JSON (the first row of a repeated id wins); compact rows stay unindexed.
+        Migration(
+            5,
+            "0005_message_ids",
+            (
+                "CREATE TABLE IF NOT EXISTS contextfold_message_ids ("
+                " conv INTEGER NOT NULL, id TEXT NOT NULL, seq INTEGER NOT NULL,"
+                " PRIMARY KEY (conv, id)) WITHOUT ROWID",
+                "INSERT OR IGNORE INTO contextfold_message_ids (conv, id, seq)"
+                " SELECT key >> 32, json_extract(data, '$.id'), key & 4294967295"
+                " FROM contextfold_messages"
+                " WHERE json_valid(data) AND json_type(data, '$.id') = 'text' ORDER BY key",
+            ),
+        ),
     )
 
 
@@ -131,14 +147,19 @@ def _sqlite_log_sql() -> dict[str, Any]:
         # then dirties only the message pages, not a counter row as well. The last_seq column
         # of 0001 is no longer kept up to date from 0002 on.
         "bump": "",
-        "bump_returns": False,
         "select_key_and_last": _SQLITE_LAST_KEY,
         "select_last_seq": _SQLITE_LAST_SEQ,
         "lock_conversation": _SQLITE_LAST_SEQ,
         "insert_conversation": "INSERT INTO contextfold_conversations (id, last_seq) VALUES (?, 0)",
         # Rows go in as multi-row VALUES lists (see op_append); this is the statement head.
         "insert_messages": "INSERT INTO contextfold_messages (key, data) VALUES ",
-        "insert_uses_arrays": False,
+        "insert_ids": "INSERT INTO contextfold_message_ids (conv, id, seq) VALUES ",
+        # The ids travel as one JSON array: no statement per batch size, no parameter limit.
+        "select_stored_ids": (
+            "SELECT i.id, i.seq, m.data FROM contextfold_message_ids AS i"
+            " JOIN contextfold_messages AS m ON m.key = (i.conv << 32) + i.seq"
+            " WHERE i.conv = ? AND i.id IN (SELECT value FROM json_each(?))"
+        ),
         "packed_keys": True,
         "select_messages": (
             f"{_SQLITE_CONVERSATION_BASE} SELECT m.key - c.base, m.data"
@@ -168,6 +189,8 @@ def _sqlite_checkpoint_and_lock_sql() -> dict[str, Any]:
             "DELETE FROM contextfold_checkpoints WHERE conversation_id = ?",
             "DELETE FROM contextfold_locks WHERE conversation_id = ?",
             "DELETE FROM contextfold_state WHERE conversation_id = ?",
+            "DELETE FROM contextfold_message_ids"
+            " WHERE conv = (SELECT num FROM contextfold_conversations WHERE id = ?)",
             "DELETE FROM contextfold_conversations WHERE id = ?",
         ),
         "select_state": "SELECT data FROM contextfold_state WHERE conversation_id = ?",
@@ -191,6 +214,7 @@ _SQLITE_LAYOUT = (
     ("contextfold_checkpoints", ("conversation_id", "n", "id", "data")),
     ("contextfold_locks", ("conversation_id", "token", "expires_at")),
     ("contextfold_state", ("conversation_id", "data")),
+    ("contextfold_message_ids", ("conv", "id", "seq")),
 )
 
 
@@ -249,6 +273,19 @@ def _postgres_migrations(conv: str, msgs: str, ckpts: str, state: str) -> tuple[
                 " conversation_id TEXT PRIMARY KEY, data TEXT NOT NULL)",
             ),
         ),
+        # Message ids, so an append can acknowledge a message it already holds; rows of
+        # earlier versions get the id of their JSON.
+        Migration(
+            4,
+            "0004_message_ids",
+            (
+                f"ALTER TABLE {msgs} ADD COLUMN IF NOT EXISTS message_id TEXT",
+                f"UPDATE {msgs} SET message_id = data::json ->> 'id'"
+                " WHERE message_id IS NULL AND left(data, 1) = '{'",
+                f"CREATE INDEX IF NOT EXISTS contextfold_messages_message_id"
+                f" ON {msgs} (conversation_id, message_id)",
+            ),
+        ),
     )
 
 
@@ -291,30 +328,35 @@ def _postgres_search_sql(msgs: str) -> dict[str, Any]:
 
 
 def _postgres_append_sql(conv: str, msgs: str) -> dict[str, Any]:
-    """The counter bump and the inserts, apart and as one statement."""
-    bump = (
-        f"INSERT INTO {conv} AS c (id, last_seq) VALUES (%s, %s)"
-        " ON CONFLICT (id) DO UPDATE SET last_seq = c.last_seq + EXCLUDED.last_seq"
-    )
+    """The counter row's lock, the id lookup and the insert of an append."""
     return {
-        "bump": f"{bump} RETURNING id, last_seq",
-        "bump_returns": True,
-        "insert_messages": (
-            f"INSERT INTO {msgs} (conversation_id, seq, data)"
-            " SELECT %s, u.s, u.d FROM unnest(%b::bigint[], %b::text[]) AS u(s, d)"
+        "bump": (
+            f"INSERT INTO {conv} AS c (id, last_seq) VALUES (%s, %s)"
+            " ON CONFLICT (id) DO UPDATE SET last_seq = c.last_seq + EXCLUDED.last_seq"
+            " RETURNING id, last_seq"
         ),
-        "insert_uses_arrays": True,
-        # Counter bump and inserts in one statement: one round trip, and atomic on its own
-        # even on an autocommit connection. The batch travels as one binary text[] (%b):
-        # the text array format would escape every quote in the JSON, several times slower.
-        "append_one_shot": (
-            f"WITH bump AS ({bump} RETURNING last_seq),"
-            f" ins AS (INSERT INTO {msgs} (conversation_id, seq, data)"
-            " SELECT %s, bump.last_seq - %s + u.ord, u.d"
-            " FROM bump, unnest(%b::text[]) WITH ORDINALITY AS u(d, ord))"
-            " SELECT last_seq FROM bump"
+        "select_stored_ids": (
+            f"SELECT message_id, seq, data FROM {msgs}"
+            " WHERE conversation_id = %s AND message_id = ANY(%s)"
+        ),
+        # The counter and the rows in one statement. The batch travels as binary text[]
+        # (%b): the text array format would escape every quote in the JSON, several times
+        # slower.
+        "insert_messages": (
+            f"WITH bump AS (UPDATE {conv} SET last_seq = %s WHERE id = %s)"
+            f" INSERT INTO {msgs} (conversation_id, seq, data, message_id)"
+            " SELECT %s, u.s, u.d, u.i"
+            " FROM unnest(%b::bigint[], %b::text[], %b::text[]) AS u(s, d, i)"
         ),
     }
+
+
+_POSTGRES_LAYOUT = (
+    ("contextfold_conversations", ("id", "last_seq")),
+    ("contextfold_messages", ("conversation_id", "seq", "data", "message_id")),
+    ("contextfold_checkpoints", ("conversation_id", "n", "id", "data")),
+    ("contextfold_state", ("conversation_id", "data")),
+)
 
 
 def postgres_dialect(schema: str) -> Dialect:
@@ -329,17 +371,13 @@ def postgres_dialect(schema: str) -> Dialect:
     return Dialect(
         name="postgres",
         migrations=_postgres_migrations(conv, msgs, ckpts, state),
-        layout=(
-            ("contextfold_conversations", ("id", "last_seq")),
-            ("contextfold_messages", ("conversation_id", "seq", "data")),
-            ("contextfold_checkpoints", ("conversation_id", "n", "id", "data")),
-            ("contextfold_state", ("conversation_id", "data")),
-        ),
+        layout=_POSTGRES_LAYOUT,
         select_columns=(
             "SELECT lower(column_name) FROM information_schema.columns"
             f" WHERE table_schema = '{s}' AND table_name = %s"
         ),
         layout_scope=f' in schema "{s}"',
+        later_columns=frozenset({"message_id"}),
         schema_table_exists=f"SELECT to_regclass('\"{s}\".contextfold_schema') IS NOT NULL",
         create_schema_table=(
             f'CREATE SCHEMA IF NOT EXISTS "{s}"',
@@ -366,7 +404,14 @@ def postgres_dialect(schema: str) -> Dialect:
             f"INSERT INTO {ckpts} (conversation_id, n, id, data) VALUES (%s, %s, %s, %s)"
         ),
         select_conversations=f'SELECT id FROM {conv} ORDER BY id COLLATE "C"',
+        # Lock the counter row first: an append waits on it, so none can slip in between
+        # deleting the messages and deleting the counter (which would leave orphan rows,
+        # gaps and duplicate sequence numbers). An upsert rather than SELECT ... FOR UPDATE,
+        # which would not wait for a first append still inserting the row. Appends queued on
+        # the lock start over at 1.
         delete_statements=(
+            f"INSERT INTO {conv} AS c (id, last_seq) VALUES (%s, 0)"
+            " ON CONFLICT (id) DO UPDATE SET last_seq = c.last_seq",
             f"DELETE FROM {msgs} WHERE conversation_id = %s",
             f"DELETE FROM {ckpts} WHERE conversation_id = %s",
             f"DELETE FROM {state} WHERE conversation_id = %s",

@@ -15,10 +15,11 @@ contextfold) is refused with :class:`StoreError` rather than read wrongly.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, repeat
 from typing import Any, TypeVar
 
 from contextfold._drive import adrive, drive
@@ -27,6 +28,7 @@ from contextfold.errors import StoreError
 from contextfold.stores._backend import OpStore
 from contextfold.stores._checks import check_checkpoint_commit
 from contextfold.stores._codec import decode_checkpoint, decode_rows
+from contextfold.stores._idempotent import plan_append
 from contextfold.stores.base import StoredMessage
 
 T = TypeVar("T")
@@ -79,12 +81,11 @@ class Dialect:
     insert_schema: str
     migration_lock: str | None
     bump: str
-    bump_returns: bool
     select_key_and_last: str
     select_last_seq: str
     lock_conversation: str
     insert_messages: str
-    insert_uses_arrays: bool
+    select_stored_ids: str
     select_messages: str
     no_limit: int | None
     select_latest_checkpoint_id: str
@@ -93,7 +94,7 @@ class Dialect:
     insert_checkpoint: str
     select_conversations: str
     delete_statements: tuple[str, ...]
-    append_one_shot: str = ""
+    insert_ids: str = ""
     packed_keys: bool = False
     insert_conversation: str = ""
     select_state: str = ""
@@ -113,6 +114,8 @@ class Dialect:
     select_conversation_num: str = ""
     #: How many of a conversation's messages hold one word, counted up to a cap.
     count_word: str = ""
+    #: Columns of ``layout`` that a migration after the first adds to an existing table.
+    later_columns: frozenset[str] = frozenset()
 
 
 # -- operations --------------------------------------------------------------------------
@@ -137,13 +140,11 @@ def op_migrate(d: Dialect) -> Op[list[str]]:
     for statement in d.create_schema_table:
         yield Query(statement)
     applied = yield Query(d.select_schema)
+    # A table with one of our names that something else created must be refused before a
+    # migration alters or reads it (its columns of later migrations may still be missing).
+    yield from op_check_layout(d, before_migrating=True)
     names = []
-    checked = False
     for migration in _missing(d, applied):
-        if migration.version > 1 and not checked:
-            # Later steps build on the tables of the first: refuse foreign ones before them.
-            yield from op_check_layout(d, missing_ok=True)  # later steps may create some
-            checked = True
         for statement in migration.statements:
             yield Query(statement)
         yield Query(d.insert_schema, (migration.version, migration.name))
@@ -153,18 +154,22 @@ def op_migrate(d: Dialect) -> Op[list[str]]:
     return names
 
 
-def op_check_layout(d: Dialect, *, missing_ok: bool = False) -> Op[None]:
+def op_check_layout(d: Dialect, *, before_migrating: bool = False) -> Op[None]:
     """Refuse tables of ours that lack a column this version uses.
 
     A table with one of our names created by something else would otherwise be adopted
-    and marked as migrated, and fail only at the first append (or be read wrongly). With
-    ``missing_ok`` (before the migrations that create them), absent tables are let through.
+    and marked as migrated, and fail only at the first append (or be read wrongly).
+    ``before_migrating`` checks only the tables that exist, without the columns that later
+    migrations add.
     """
-    for table, columns in d.layout:
+    for table, all_columns in d.layout:
         rows = yield Query(d.select_columns, (table,))
         found = {str(row[0]).lower() for row in rows}
-        if not found and missing_ok:
-            continue
+        columns = all_columns
+        if before_migrating:
+            if not found:
+                continue
+            columns = tuple(c for c in all_columns if c not in d.later_columns)
         if not found:
             raise StoreError(
                 f"the {d.name} store's table {table}{d.layout_scope} is missing although its "
@@ -198,74 +203,93 @@ def _missing(d: Dialect, applied: Rows) -> list[Migration]:
     return [m for m in d.migrations if m.version not in done]
 
 
-def op_append(d: Dialect, conversation_id: str, payloads: Sequence[str]) -> Op[list[int]]:
-    """Reserve ``len(payloads)`` sequence numbers and insert the rows (one transaction)."""
-    count = len(payloads)
-    if d.append_one_shot:
-        rows = yield Query(
-            d.append_one_shot, (conversation_id, count, conversation_id, count, payloads)
-        )
-        last = int(rows[0][0])
-        return list(range(last - count + 1, last + 1))
+def op_append(
+    d: Dialect, conversation_id: str, payloads: Sequence[str], ids: Sequence[str]
+) -> Op[list[int]]:
+    """Store the messages whose ids are new; every message's seq (one write transaction).
+
+    A message whose id the conversation already holds is acknowledged with the seq it was
+    stored under (see :mod:`contextfold.stores._idempotent`).
+    """
     if d.packed_keys:
-        return (yield from _append_packed(d, conversation_id, payloads))
-    rows = yield Query(d.bump, (conversation_id, count))
-    if not d.bump_returns:
-        rows = yield Query(d.select_key_and_last, (conversation_id,))
-    key, last = rows[0][0], int(rows[0][1])
-    if last > MAX_SEQ:
-        raise StoreError(f"conversation {conversation_id!r} is full: seq {last} > {MAX_SEQ}")
-    first = last - count + 1
-    if d.insert_uses_arrays:
-        yield Query(d.insert_messages, (key, list(range(first, last + 1)), payloads))
-    else:
+        return (yield from _append_packed(d, conversation_id, payloads, ids))
+    # A bump by zero takes the counter row's lock (creating the row if needed), so the id
+    # lookup below, a statement of its own, sees every append that committed before ours.
+    rows = yield Query(d.bump, (conversation_id, 0))
+    last = int(rows[0][1])
+    stored = (yield from _stored(d, (conversation_id, list(ids)))) if last else {}
+    plan = plan_append(conversation_id, ids, payloads, stored, last)
+    if plan.fresh:
+        new_last = last + len(plan.fresh)
+        if new_last > MAX_SEQ:
+            raise StoreError(
+                f"conversation {conversation_id!r} is full: seq {new_last} > {MAX_SEQ}"
+            )
+        seqs = list(range(last + 1, new_last + 1))
         yield Query(
             d.insert_messages,
-            [(key, first + i, p) for i, p in enumerate(payloads)],
-            many=True,
+            (new_last, conversation_id, conversation_id, seqs, plan.fresh, plan.fresh_ids),
         )
-    return list(range(first, last + 1))
+    return plan.seqs
 
 
-def _append_packed(d: Dialect, conversation_id: str, payloads: Sequence[str]) -> Op[list[int]]:
+def _stored(d: Dialect, params: Sequence[Any]) -> Op[dict[str, tuple[int, str | None]]]:
+    """The batch's ids the conversation already holds: id -> (seq, stored text)."""
+    rows = yield Query(d.select_stored_ids, params)
+    return {str(row[0]): (int(row[1]), str(row[2])) for row in rows}
+
+
+def _append_packed(
+    d: Dialect, conversation_id: str, payloads: Sequence[str], ids: Sequence[str]
+) -> Op[list[int]]:
     """SQLite: keys are ``num << 32 | seq`` and the next seq follows the largest key.
 
     Runs inside a write transaction, which SQLite holds exclusively, so reading the largest
-    key and inserting after it cannot interleave with another writer.
+    key, looking up the ids and inserting after them cannot interleave with another writer.
     """
-    count = len(payloads)
     rows = yield Query(d.select_key_and_last, (conversation_id,))
     if not rows:
         yield Query(d.insert_conversation, (conversation_id,))
         rows = yield Query(d.select_key_and_last, (conversation_id,))
     num, last_key = int(rows[0][0]), rows[0][1]
     base = num << 32
-    first = 1 if last_key is None else int(last_key) - base + 1
-    last = first + count - 1
-    if last > MAX_SEQ:
-        raise StoreError(f"conversation {conversation_id!r} is full: seq {last} > {MAX_SEQ}")
+    last = 0 if last_key is None else int(last_key) - base
+    stored = {}
+    if last:
+        stored = yield from _stored(d, (num, json.dumps(list(ids))))
+    plan = plan_append(conversation_id, ids, payloads, stored, last)
+    count = len(plan.fresh)
+    if last + count > MAX_SEQ:
+        raise StoreError(
+            f"conversation {conversation_id!r} is full: seq {last + count} > {MAX_SEQ}"
+        )
     # Multi-row VALUES lists insert about a third faster than executemany; their sizes are
     # powers of two, so only a handful of distinct statements exist and all stay in the
     # driver's statement cache.
-    first_key = base + first
+    first_key = base + last + 1
     done = 0
     while done < count:
         n = min(_ROWS_PER_INSERT, 1 << ((count - done).bit_length() - 1))
         keys = range(first_key + done, first_key + done + n)
-        params = list(chain.from_iterable(zip(keys, payloads[done : done + n], strict=True)))
-        yield Query(_values_insert(d.insert_messages, n), params)
+        params = list(chain.from_iterable(zip(keys, plan.fresh[done : done + n], strict=True)))
+        yield Query(_values_insert(d.insert_messages, n, 2), params)
+        seqs = range(last + 1 + done, last + 1 + done + n)
+        rows_ids = zip(repeat(num), plan.fresh_ids[done : done + n], seqs, strict=False)
+        yield Query(_values_insert(d.insert_ids, n, 3), list(chain.from_iterable(rows_ids)))
         done += n
-    return list(range(first, last + 1))
+    return plan.seqs
 
 
-#: The most rows in one multi-row INSERT: 512 parameters, under SQLite's oldest limit of 999.
+#: The most rows in one multi-row INSERT: 768 parameters at most, under SQLite's oldest
+#: limit of 999.
 _ROWS_PER_INSERT = 256
 
 
-@lru_cache(maxsize=64)
-def _values_insert(head: str, rows: int) -> str:
-    """``head`` followed by ``rows`` two-parameter value lists."""
-    return head + ",".join(["(?, ?)"] * rows)
+@lru_cache(maxsize=128)
+def _values_insert(head: str, rows: int, width: int) -> str:
+    """``head`` followed by ``rows`` value lists of ``width`` parameters."""
+    one = "(" + ", ".join(["?"] * width) + ")"
+    return head + ",".join([one] * rows)
 
 
 def op_read(
@@ -361,8 +385,8 @@ class SQLOpStore(OpStore):
 
     _dialect: Dialect
 
-    def _op_append(self, cid: str, payloads: list[str]) -> Op[list[int]]:
-        return op_append(self._dialect, cid, payloads)
+    def _op_append(self, cid: str, payloads: list[str], ids: list[str]) -> Op[list[int]]:
+        return op_append(self._dialect, cid, payloads, ids)
 
     def _op_read(self, cid: str, after_seq: int, limit: int | None) -> Op[list[StoredMessage]]:
         return op_read(self._dialect, cid, after_seq, limit)

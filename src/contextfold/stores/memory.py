@@ -25,6 +25,7 @@ from contextfold.stores._checks import (
     check_ttl,
 )
 from contextfold.stores._codec import decode_state, encode_checkpoint, encode_state
+from contextfold.stores._idempotent import plan_append
 from contextfold.stores._search import LogIndexes, check_search_args
 from contextfold.stores.base import StoredMessage
 
@@ -36,6 +37,8 @@ class _Conversation:
     messages: list[Message] = field(default_factory=list)
     checkpoints: list[CheckpointRecord] = field(default_factory=list)
     state: str | None = None  # the strategy state, as JSON (a copy no caller can mutate)
+    #: Message id -> seq, so a message appended again is acknowledged, not stored twice.
+    ids: dict[str, int] = field(default_factory=dict)
 
 
 class InMemoryStore:
@@ -53,7 +56,11 @@ class InMemoryStore:
             raise StoreError("InMemoryStore is closed")
 
     def append(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
-        """Append atomically; return the sequence numbers given, in order."""
+        """Append atomically; return the sequence numbers given, in order.
+
+        A message whose id is already stored in the conversation is acknowledged with its
+        stored seq and not stored again, as in every store.
+        """
         cid = check_conversation_id(conversation_id)
         if isinstance(messages, (str, bytes, Message)) or not isinstance(messages, Sequence):
             raise StoreError(
@@ -70,10 +77,16 @@ class InMemoryStore:
             return []
         with self._lock:
             self._check_open()
-            log = self._conversations.setdefault(cid, _Conversation()).messages
-            first = len(log) + 1
-            log.extend(batch)
-        return list(range(first, first + len(batch)))
+            conv = self._conversations.setdefault(cid, _Conversation())
+            log = conv.messages
+            stored = {
+                m.id: (conv.ids[m.id], log[conv.ids[m.id] - 1]) for m in batch if m.id in conv.ids
+            }
+            plan = plan_append(cid, [m.id for m in batch], batch, stored, len(log))
+            for seq, msg_id in enumerate(plan.fresh_ids, len(log) + 1):
+                conv.ids[msg_id] = seq
+            log.extend(plan.fresh)
+        return plan.seqs
 
     def read(
         self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None

@@ -46,7 +46,12 @@ from contextfold.stores._checks import (
     same_event_loop,
 )
 from contextfold.stores._dialects import postgres_dialect
-from contextfold.stores._pg_connections import OneAsyncConnection, OneConnection, conninfo_of
+from contextfold.stores._pg_connections import (
+    OneAsyncConnection,
+    OneConnection,
+    conninfo_of,
+    read_deadline,
+)
 from contextfold.stores._sql import (
     SQLOpStore,
     op_migrate,
@@ -87,7 +92,17 @@ class PostgresStore(SQLOpStore):
             applications or test runs can share a database.
         min_size: connections each pool keeps open.
         max_size: the most connections each pool opens.
-        connect_timeout: seconds to wait for the server before raising :class:`StoreError`.
+        connect_timeout: seconds to wait for a connection (from the server, or from a pool
+            whose connections are all busy) before raising :class:`StoreError`; libpq
+            rounds it up to whole seconds, 2 at least.
+        read_timeout: seconds one operation may wait for the server before raising
+            :class:`StoreError` (a frozen server, or a network that drops packets without a
+            word); also the server's ``statement_timeout`` on the store's own connections.
+            An append that timed out may have been applied: retry it, it stores nothing
+            twice.
+
+    After a connection failure the store's own pools are replaced rather than left to
+    reconnect with growing back-off, so the first call after an outage reconnects at once.
 
     The async pool belongs to the event loop that first used it: use one store per loop
     (an async call from another loop raises :class:`StoreError`).
@@ -101,6 +116,7 @@ class PostgresStore(SQLOpStore):
         min_size: int = 1,
         max_size: int = 8,
         connect_timeout: float = 5.0,
+        read_timeout: float = 10.0,
     ) -> None:
         check_positive(min_size, "min_size", integer=True, zero=True)
         check_positive(max_size, "max_size", integer=True)
@@ -110,16 +126,16 @@ class PostgresStore(SQLOpStore):
                 argument="max_size",
             )
         check_positive(connect_timeout, "connect_timeout")
+        check_positive(read_timeout, "read_timeout")
         psycopg, psycopg_pool = _modules()
         self._psycopg = psycopg
         self._pool_mod = psycopg_pool
         self._dialect = postgres_dialect(schema)
-        # A one-statement append is atomic by itself; otherwise it needs a transaction.
-        self._append_write = not self._dialect.append_one_shot
         self._schema = schema
         self._min_size = min_size
         self._max_size = max_size
         self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
         self._pool: Any = None
         self._apool: Any = None
         self._owns_pool = True
@@ -133,6 +149,8 @@ class PostgresStore(SQLOpStore):
         self._async_init: asyncio.Lock | None = None
         self._aloop: LoopRef | None = None
         self._closed = False
+        #: An async pool dropped by :meth:`_failed` from sync code, closed on the next call.
+        self._stale_apool: Any = None
 
     # -- connections ---------------------------------------------------------------------
 
@@ -168,7 +186,36 @@ class PostgresStore(SQLOpStore):
     def _connect_kwargs(self) -> dict[str, Any]:
         kwargs = dict(self._kwargs)
         kwargs.setdefault("connect_timeout", max(2, math.ceil(self._connect_timeout)))
+        ms = max(1, round(self._read_timeout * 1000))
+        kwargs.setdefault("options", f"-c statement_timeout={ms}")
         return kwargs
+
+    def _pool_settings(self, name: str) -> dict[str, Any]:
+        """What both of the store's own pools are built with."""
+        return {
+            "min_size": self._min_size,
+            "max_size": self._max_size,
+            "kwargs": dict(self._connect_kwargs(), autocommit=True),
+            "timeout": self._connect_timeout,
+            "open": False,
+            "name": name,
+        }
+
+    def _failed(self, exc: BaseException, conn: Any = None) -> None:
+        """Drop a pool of ours whose connection broke, so the next call starts afresh.
+
+        psycopg_pool reconnects in the background with growing back-off; after an outage the
+        first call could wait tens of seconds for it. A new pool connects at once.
+        """
+        if not isinstance(exc, self._pool_mod.PoolTimeout) and not (
+            conn is not None and conn.broken
+        ):
+            return
+        if self._owns_pool and self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.close(timeout=0)
+        if self._owns_apool and self._apool is not None:
+            self._stale_apool, self._apool = self._apool, None
 
     def _error(self, what: str, exc: BaseException, conversation_id: str = "") -> StoreError:
         where = f" for conversation {conversation_id!r}" if conversation_id else ""
@@ -180,28 +227,18 @@ class PostgresStore(SQLOpStore):
 
     def _ensure_sync(self) -> Any:
         self._check_open()
-        if self._sync_ready:
+        if self._sync_ready and self._pool is not None:
             return self._pool
         with self._init_lock:
-            if not self._sync_ready:
+            if not self._sync_ready or self._pool is None:
                 try:
                     # One plain connection first: it reports an unreachable server precisely,
                     # and it brings the schema up to date before the pool serves anything.
-                    with self._psycopg.connect(self._conninfo, **self._connect_kwargs()) as conn:
-                        with conn.cursor() as cur:
-                            current = run_sync(cur, op_schema_current(self._dialect))
-                        if not current:
-                            with conn.transaction(), conn.cursor() as cur:
-                                run_sync(cur, op_migrate(self._dialect))
+                    if not self._sync_ready:
+                        self._migrate_sync()
                     if self._pool is None:
                         pool = self._pool_mod.ConnectionPool(
-                            self._conninfo,
-                            min_size=self._min_size,
-                            max_size=self._max_size,
-                            kwargs=dict(self._connect_kwargs(), autocommit=True),
-                            timeout=max(self._connect_timeout, 30.0),
-                            open=False,
-                            name="contextfold",
+                            self._conninfo, **self._pool_settings("contextfold")
                         )
                         pool.open(wait=True, timeout=self._connect_timeout)
                         self._pool = pool
@@ -212,32 +249,44 @@ class PostgresStore(SQLOpStore):
                 self._sync_ready = True
         return self._pool
 
+    def _migrate_sync(self) -> None:
+        """One plain connection first: it reports an unreachable server precisely, and it
+        brings the schema up to date before the pool serves anything."""
+        with self._psycopg.connect(self._conninfo, **self._connect_kwargs()) as conn:
+            with conn.cursor() as cur:
+                current = run_sync(cur, op_schema_current(self._dialect))
+            if not current:
+                with conn.transaction(), conn.cursor() as cur:
+                    run_sync(cur, op_migrate(self._dialect))
+
+    async def _migrate_async(self) -> None:
+        """Async :meth:`_migrate_sync`."""
+        aconnect = self._psycopg.AsyncConnection.connect
+        async with await aconnect(self._conninfo, **self._connect_kwargs()) as conn:
+            async with conn.cursor() as cur:
+                current = await run_async(cur, op_schema_current(self._dialect))
+            if not current:
+                async with conn.transaction(), conn.cursor() as cur:
+                    await run_async(cur, op_migrate(self._dialect))
+
     async def _ensure_async(self) -> Any:
         self._check_open()
         self._aloop = same_event_loop(self._aloop, self._where)
-        if self._async_ready:
+        if self._stale_apool is not None:
+            stale, self._stale_apool = self._stale_apool, None
+            await stale.close(timeout=0)
+        if self._async_ready and self._apool is not None:
             return self._apool
         if self._async_init is None:
             self._async_init = asyncio.Lock()
         async with self._async_init:
-            if not self._async_ready:
+            if not self._async_ready or self._apool is None:
                 try:
-                    aconnect = self._psycopg.AsyncConnection.connect
-                    async with await aconnect(self._conninfo, **self._connect_kwargs()) as conn:
-                        async with conn.cursor() as cur:
-                            current = await run_async(cur, op_schema_current(self._dialect))
-                        if not current:
-                            async with conn.transaction(), conn.cursor() as cur:
-                                await run_async(cur, op_migrate(self._dialect))
+                    if not self._async_ready:
+                        await self._migrate_async()
                     if self._apool is None:
                         pool = self._pool_mod.AsyncConnectionPool(
-                            self._conninfo,
-                            min_size=self._min_size,
-                            max_size=self._max_size,
-                            kwargs=dict(self._connect_kwargs(), autocommit=True),
-                            timeout=max(self._connect_timeout, 30.0),
-                            open=False,
-                            name="contextfold-async",
+                            self._conninfo, **self._pool_settings("contextfold-async")
                         )
                         await pool.open(wait=True, timeout=self._connect_timeout)
                         self._apool = pool
@@ -254,16 +303,17 @@ class PostgresStore(SQLOpStore):
         except BaseException:
             op.close()
             raise
+        conn = None
         try:
             with (
                 pool.connection() as conn,
+                read_deadline(conn, self._read_timeout),
                 conn.transaction() if write else nullcontext(),
                 conn.cursor() as cur,
             ):
                 return run_sync(cur, op)
-        except self._psycopg.Error as exc:
-            raise self._error(what, exc, cid) from exc
-        except self._pool_mod.PoolTimeout as exc:
+        except (self._psycopg.Error, self._pool_mod.PoolTimeout) as exc:
+            self._failed(exc, conn)
             raise self._error(what, exc, cid) from exc
 
     async def _arun(self, op: Flow[T], what: str, cid: str = "", *, write: bool = False) -> T:
@@ -272,16 +322,17 @@ class PostgresStore(SQLOpStore):
         except BaseException:
             op.close()
             raise
+        conn = None
         try:
             async with pool.connection() as conn:
-                if not write:
-                    async with conn.cursor() as cur:
+                with read_deadline(conn, self._read_timeout):
+                    if not write:
+                        async with conn.cursor() as cur:
+                            return await run_async(cur, op)
+                    async with conn.transaction(), conn.cursor() as cur:
                         return await run_async(cur, op)
-                async with conn.transaction(), conn.cursor() as cur:
-                    return await run_async(cur, op)
-        except self._psycopg.Error as exc:
-            raise self._error(what, exc, cid) from exc
-        except self._pool_mod.PoolTimeout as exc:
+        except (self._psycopg.Error, self._pool_mod.PoolTimeout) as exc:
+            self._failed(exc, conn)
             raise self._error(what, exc, cid) from exc
 
     # -- operations ----------------------------------------------------------------------
@@ -305,8 +356,9 @@ class PostgresStore(SQLOpStore):
         except psycopg.Error as exc:
             raise self._error("compaction_lock", exc, cid) from exc
         try:
-            conn.execute(_IDLE_SQL, (f"{max(1, round(seconds * 1000))}ms",))
-            row = conn.execute(_LOCK_SQL, (key,)).fetchone()
+            with read_deadline(conn, self._read_timeout):
+                conn.execute(_IDLE_SQL, (f"{max(1, round(seconds * 1000))}ms",))
+                row = conn.execute(_LOCK_SQL, (key,)).fetchone()
             taken = bool(row and row[0])
         except psycopg.Error as exc:
             conn.close()
@@ -350,9 +402,10 @@ class PostgresStore(SQLOpStore):
         except psycopg.Error as exc:
             raise self._error("compaction_lock", exc, cid) from exc
         try:
-            await conn.execute(_IDLE_SQL, (f"{max(1, round(seconds * 1000))}ms",))
-            cur = await conn.execute(_LOCK_SQL, (key,))
-            row = await cur.fetchone()
+            with read_deadline(conn, self._read_timeout):
+                await conn.execute(_IDLE_SQL, (f"{max(1, round(seconds * 1000))}ms",))
+                cur = await conn.execute(_LOCK_SQL, (key,))
+                row = await cur.fetchone()
             taken = bool(row and row[0])
         except psycopg.Error as exc:
             await conn.close()

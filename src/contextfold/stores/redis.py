@@ -1,35 +1,35 @@
-"""Redis store (redis-py, sync and asyncio): a shared log with no schema to manage.
+"""Redis store (redis-py, sync and asyncio; single node or Redis Cluster): a shared log with
+no schema to manage.
 
-Layout, under a key prefix (``contextfold`` by default):
+Layout, under a key prefix (``contextfold`` by default; see
+:mod:`contextfold.stores._redis_layout`): a conversation's keys are ``<prefix>:{<id>}:m`` (a
+list of message JSON; a message's sequence number is its 1-based position), ``:ids`` (message
+id -> seq), ``:k`` (checkpoint JSON), ``:latest`` (the newest checkpoint's id) and ``:lock``
+(the compaction lock); ``<prefix>:conversations`` is the set of ids and
+``<prefix>:schema_version`` the layout version, checked (and migrated from layout 1) on first
+use. The braces are a Redis Cluster hash tag, so every key of a conversation is in one slot
+and the scripts below run on a cluster as on one server.
 
-* ``<prefix>:c:<id>:m``: a list of message JSON; a message's sequence number is its position
-  (1-based). ``RPUSH`` of a whole batch is atomic and returns the new length, so concurrent
-  appends from any number of machines get contiguous, gap-free sequence numbers.
-* ``<prefix>:c:<id>:k``: a list of checkpoint JSON; ``<prefix>:c:<id>:latest`` the id of
-  the newest one. A Lua script checks and commits a checkpoint atomically.
-* ``<prefix>:c:<id>:lock``: the compaction lock, ``SET NX PX`` with a random token, released
-  by a compare-and-delete script so a holder whose lock expired cannot free someone else's.
-* ``<prefix>:conversations``: the set of conversation ids; ``<prefix>:schema_version``: the
-  layout version, checked on first use.
+An append is one Lua script: it acknowledges the messages whose ids are stored already and
+``RPUSH``es the others, so concurrent appends from any number of machines get contiguous,
+gap-free sequence numbers and a retried append stores nothing twice. Another script checks
+and commits a checkpoint; the lock is ``SET NX PX`` with a random token, released by a
+compare-and-delete script so a holder whose lock expired cannot free someone else's.
 
 Durability is the server's: with Redis' default snapshotting, recent appends are lost if the
 server itself stops. Enable ``appendonly yes`` (``appendfsync everysec`` or ``always``) when the
 log must survive a Redis restart.
 
 The sync and async APIs run the same operations (generators of Redis commands) through
-two small drivers, one per client flavour.
+two small drivers, one per client flavour (:mod:`contextfold.stores._redis_driver`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
-from collections.abc import Generator
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
-from contextfold._drive import adrive, drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConflictError, MissingExtraError, StoreError
 from contextfold.stores._backend import LockingOpStore
@@ -42,118 +42,99 @@ from contextfold.stores._checks import (
     same_event_loop,
 )
 from contextfold.stores._codec import decode_checkpoint, decode_rows
+from contextfold.stores._idempotent import id_conflict
+from contextfold.stores._redis_driver import arun_commands, run_commands
+from contextfold.stores._redis_layout import (
+    SCHEMA_VERSION,
+    SUFFIXES,
+    Cmd,
+    Pipeline,
+    RedisOp,
+    Script,
+    conversation_key,
+    op_migrate_v1,
+)
 from contextfold.stores.base import StoreConfigError, StoredMessage
 
 __all__ = ["RedisStore"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
-
-_COMMIT_CHECKPOINT = """
-local latest = redis.call('GET', KEYS[3])
-if not latest then latest = '' end
-local n = redis.call('LLEN', KEYS[1])
-local covered = tonumber(ARGV[2])
-if latest ~= ARGV[1] or covered < 1 or covered > n then
-  return {1, latest, n}
-end
-redis.call('RPUSH', KEYS[2], ARGV[3])
-redis.call('SET', KEYS[3], ARGV[4])
-return {0, latest, n}
-"""
-
-_RELEASE_LOCK = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
-
-_SCRIPTS = {
-    "commit": (_COMMIT_CHECKPOINT, hashlib.sha1(_COMMIT_CHECKPOINT.encode()).hexdigest()),
-    "release": (_RELEASE_LOCK, hashlib.sha1(_RELEASE_LOCK.encode()).hexdigest()),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class _Cmd:
-    """One command, or several run as one ``MULTI``/``EXEC`` transaction (``multi``)."""
-
-    args: tuple[Any, ...] = ()
-    multi: tuple[tuple[Any, ...], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class _Script:
-    name: str
-    keys: tuple[str, ...]
-    args: tuple[Any, ...]
-
-
-_Op = Generator["_Cmd | _Script", Any, T]
+#: URL schemes that name a Redis Cluster (any node of it).
+_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
 def _module() -> ModuleType:
     try:
         import redis
         import redis.asyncio
+        import redis.asyncio.cluster
+        import redis.asyncio.retry
+        import redis.backoff
+        import redis.cluster
+        import redis.retry
     except ImportError as exc:
         raise MissingExtraError("RedisStore", "redis") from exc
     return redis
 
 
 class RedisStore(LockingOpStore):
-    """The append-only log in Redis lists (sync and async).
+    """The append-only log in Redis lists (sync and async), on one server or a cluster.
 
     Args:
-        target: a ``redis://`` / ``rediss://`` / ``unix://`` URL, or an existing
-            ``redis.Redis`` or ``redis.asyncio.Redis`` client (used as is and not closed;
-            such a store offers only the API of that client's flavour).
+        target: a ``redis://`` / ``rediss://`` / ``unix://`` URL, a ``redis+cluster://`` /
+            ``rediss+cluster://`` URL naming any node of a Redis Cluster, or an existing
+            ``redis.Redis``, ``redis.asyncio.Redis``, ``redis.cluster.RedisCluster`` or
+            ``redis.asyncio.cluster.RedisCluster`` client (used as is and not closed; such a
+            store offers only the API of that client's flavour).
         key_prefix: prefix of every key, so several applications can share a database.
-        connect_timeout: seconds to wait for the server before raising :class:`StoreError`.
+        connect_timeout: seconds to wait for a connection before raising :class:`StoreError`.
+        read_timeout: seconds to wait for a reply (redis-py's ``socket_timeout``); a call
+            is retried once on a new connection, so a frozen server or a lost connection
+            raises :class:`StoreError` within about twice this. The write may still have
+            been applied: a retried append then stores nothing twice.
+        cluster: the URL names a Redis Cluster node (as the ``+cluster`` schemes do).
 
     The asyncio client belongs to the event loop that first used it: use one store per loop
     (an async call from another loop raises :class:`StoreError`).
     """
 
     def __init__(
-        self, target: Any, *, key_prefix: str = "contextfold", connect_timeout: float = 5.0
+        self,
+        target: Any,
+        *,
+        key_prefix: str = "contextfold",
+        connect_timeout: float = 5.0,
+        read_timeout: float = 5.0,
+        cluster: bool = False,
     ) -> None:
         if not isinstance(key_prefix, str) or not key_prefix:
             raise StoreConfigError(
                 f"key_prefix must be a non-empty string, got {key_prefix!r}", argument="key_prefix"
             )
         check_positive(connect_timeout, "connect_timeout")
+        check_positive(read_timeout, "read_timeout")
+        if not isinstance(cluster, bool):
+            raise StoreConfigError(f"cluster must be a bool, got {cluster!r}", argument="cluster")
         redis = _module()
         self._redis = redis
         self._prefix = key_prefix
-        self._connect_timeout = connect_timeout
+        self._timeouts = {
+            "socket_connect_timeout": connect_timeout,
+            "socket_timeout": read_timeout,
+        }
+        self._cluster = cluster
         self._url: str | None = None
         self._client: Any = None
         self._aclient: Any = None
         self._owned = True
         if isinstance(target, str):
-            if not target.startswith(("redis://", "rediss://", "unix://")):
-                raise StoreConfigError(
-                    f"not a Redis URL: {redact_url(target)!r}", argument="target"
-                )
-            try:
-                redis.connection.parse_url(target)
-            except ValueError:
-                # redis-py's message quotes the piece it could not parse, which may be a
-                # password: name the redacted URL only.
-                raise StoreConfigError(
-                    f"cannot parse Redis URL {redact_url(target)!r} (percent-encode any "
-                    "'/', '@' or ':' in the password)",
-                    argument="target",
-                ) from None
-            self._url = target
-            self._where = f"Redis {redact_url(target)!r}"
-        elif isinstance(target, redis.Redis):
+            self._url = self._parse_url(target)
+            self._where = f"Redis {'Cluster ' if self._cluster else ''}{redact_url(target)!r}"
+        elif isinstance(target, (redis.Redis, redis.cluster.RedisCluster)):
             self._client, self._owned = target, False
             self._where = f"Redis client {target!r}"
-        elif isinstance(target, redis.asyncio.Redis):
+        elif isinstance(target, (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)):
             self._aclient, self._owned = target, False
             self._where = f"Redis client {target!r}"
         else:
@@ -167,10 +148,30 @@ class RedisStore(LockingOpStore):
         self._aloop: LoopRef | None = None
         self._closed = False
 
+    def _parse_url(self, target: str) -> str:
+        """The URL redis-py is given (``+cluster`` schemes set cluster mode)."""
+        scheme, sep, rest = target.partition("://")
+        if sep and scheme.lower() in _CLUSTER_SCHEMES:
+            self._cluster = True
+            target = f"{_CLUSTER_SCHEMES[scheme.lower()]}://{rest}"
+        if not target.startswith(("redis://", "rediss://", "unix://")):
+            raise StoreConfigError(f"not a Redis URL: {redact_url(target)!r}", argument="target")
+        try:
+            self._redis.connection.parse_url(target)
+        except ValueError:
+            # redis-py's message quotes the piece it could not parse, which may be a
+            # password: name the redacted URL only.
+            raise StoreConfigError(
+                f"cannot parse Redis URL {redact_url(target)!r} (percent-encode any "
+                "'/', '@' or ':' in the password)",
+                argument="target",
+            ) from None
+        return target
+
     # -- keys ----------------------------------------------------------------------------
 
     def _key(self, conversation_id: str, suffix: str) -> str:
-        return f"{self._prefix}:c:{conversation_id}:{suffix}"
+        return conversation_key(self._prefix, conversation_id, suffix)
 
     @property
     def _index_key(self) -> str:
@@ -182,11 +183,11 @@ class RedisStore(LockingOpStore):
 
     # -- operations (shared by both drivers) ---------------------------------------------
 
-    def _op_check_version(self) -> _Op[None]:
-        created = yield _Cmd(("SET", self._version_key, str(SCHEMA_VERSION), "NX"))
+    def _op_check_version(self) -> RedisOp[None]:
+        created = yield Cmd(("SET", self._version_key, str(SCHEMA_VERSION), "NX"))
         if created:
             return
-        raw = yield _Cmd(("GET", self._version_key))
+        raw = yield Cmd(("GET", self._version_key))
         text = as_text(raw)
         if not text.isdigit():
             raise StoreError(
@@ -198,31 +199,49 @@ class RedisStore(LockingOpStore):
                 f"{self._where}: schema version {text} under prefix {self._prefix!r} is newer "
                 f"than this contextfold supports ({SCHEMA_VERSION}); upgrade contextfold"
             )
+        if int(text) < SCHEMA_VERSION:
+            # Layout 1 could not run on a cluster (its keys had no hash tags), so data in it
+            # lives on one server, where the keys can be renamed in place.
+            members = yield Cmd(("SMEMBERS", self._index_key))
+            yield from op_migrate_v1(self._prefix, sorted(as_text(m) for m in members))
+            yield Cmd(("SET", self._version_key, str(SCHEMA_VERSION)))
 
-    def _op_append(self, cid: str, payloads: list[str]) -> _Op[list[int]]:
-        replies = yield _Cmd(
-            multi=(("RPUSH", self._key(cid, "m"), *payloads), ("SADD", self._index_key, cid))
+    def _op_append(self, cid: str, payloads: list[str], ids: list[str]) -> RedisOp[list[int]]:
+        script = Script(
+            "append",
+            (self._key(cid, "m"), self._key(cid, "ids")),
+            (len(payloads), *ids, *payloads),
         )
-        last = int(replies[0])
-        return list(range(last - len(payloads) + 1, last + 1))
+        # Listed in the same round trip, right after the write (the index is another slot on
+        # a cluster, so not in the script): a crash in between leaves the conversation
+        # unlisted until its next append, never listed with rows lost.
+        reply, listed = yield Pipeline((script, Cmd(("SADD", self._index_key, cid))))
+        if isinstance(reply, Exception):
+            raise reply
+        if isinstance(listed, Exception):
+            raise listed
+        if int(reply[0]) != 0:
+            index, seq = int(reply[1]), int(reply[2])
+            raise id_conflict(cid, ids[index - 1], seq)
+        return [int(seq) for seq in reply[1:]]
 
-    def _op_read(self, cid: str, after_seq: int, limit: int | None) -> _Op[list[StoredMessage]]:
+    def _op_read(self, cid: str, after_seq: int, limit: int | None) -> RedisOp[list[StoredMessage]]:
         if limit == 0:
             return []
         end = -1 if limit is None else after_seq + limit - 1
-        items = yield _Cmd(("LRANGE", self._key(cid, "m"), after_seq, end))
+        items = yield Cmd(("LRANGE", self._key(cid, "m"), after_seq, end))
         # A message's seq is its list position; the bulk decoder reads the commonest rows inline.
         return decode_rows(enumerate(items, after_seq + 1), cid)
 
-    def _op_last_seq(self, cid: str) -> _Op[int]:
-        return int((yield _Cmd(("LLEN", self._key(cid, "m")))))
+    def _op_last_seq(self, cid: str) -> RedisOp[int]:
+        return int((yield Cmd(("LLEN", self._key(cid, "m")))))
 
     def _op_append_checkpoint(
         self, cid: str, checkpoint: CheckpointRecord, data: str, expected_previous: str | None
-    ) -> _Op[CheckpointRecord]:
+    ) -> RedisOp[CheckpointRecord]:
         covered = checkpoint.last_covered_seq
         valid = isinstance(covered, int) and not isinstance(covered, bool)
-        status, latest, length = yield _Script(
+        status, latest, length = yield Script(
             "commit",
             (self._key(cid, "m"), self._key(cid, "k"), self._key(cid, "latest")),
             (expected_previous or "", covered if valid else -1, data, checkpoint.id),
@@ -239,43 +258,52 @@ class RedisStore(LockingOpStore):
             raise ConflictError(f"checkpoint {checkpoint.id} for {cid!r} was rejected")
         return checkpoint
 
-    def _op_latest_checkpoint(self, cid: str) -> _Op[CheckpointRecord | None]:
-        key = self._key(cid, "k")
-        length, data = yield _Cmd(multi=(("LLEN", key), ("LINDEX", key, -1)))
+    def _op_latest_checkpoint(self, cid: str) -> RedisOp[CheckpointRecord | None]:
+        length, data = yield Script("latest", (self._key(cid, "k"),), ())
         return None if data is None else decode_checkpoint(data, cid, int(length))
 
-    def _op_checkpoints(self, cid: str) -> _Op[list[CheckpointRecord]]:
-        items = yield _Cmd(("LRANGE", self._key(cid, "k"), 0, -1))
+    def _op_checkpoints(self, cid: str) -> RedisOp[list[CheckpointRecord]]:
+        items = yield Cmd(("LRANGE", self._key(cid, "k"), 0, -1))
         return [decode_checkpoint(data, cid, i + 1) for i, data in enumerate(items)]
 
-    def _op_save_state(self, cid: str, data: str) -> _Op[None]:
-        yield _Cmd(("SET", self._key(cid, "state"), data))
+    def _op_save_state(self, cid: str, data: str) -> RedisOp[None]:
+        yield Cmd(("SET", self._key(cid, "state"), data))
 
-    def _op_load_state(self, cid: str) -> _Op[str | None]:
-        data = yield _Cmd(("GET", self._key(cid, "state")))
+    def _op_load_state(self, cid: str) -> RedisOp[str | None]:
+        data = yield Cmd(("GET", self._key(cid, "state")))
         return None if data is None else as_text(data)
 
-    def _op_list(self) -> _Op[list[str]]:
-        members = yield _Cmd(("SMEMBERS", self._index_key))
+    def _op_list(self) -> RedisOp[list[str]]:
+        members = yield Cmd(("SMEMBERS", self._index_key))
         return sorted(as_text(m) for m in members)
 
-    def _op_delete(self, cid: str) -> _Op[None]:
-        keys = [self._key(cid, s) for s in ("m", "k", "latest", "lock", "state")]
-        yield _Cmd(multi=(("DEL", *keys), ("SREM", self._index_key, cid)))
+    def _op_delete(self, cid: str) -> RedisOp[None]:
+        yield Cmd(("DEL", *(self._key(cid, s) for s in SUFFIXES)))
+        yield Cmd(("SREM", self._index_key, cid))
 
-    def _op_try_lock(self, cid: str, token: str, ttl: float) -> _Op[bool]:
+    def _op_try_lock(self, cid: str, token: str, ttl: float) -> RedisOp[bool]:
         ms = max(1, round(ttl * 1000))
-        reply = yield _Cmd(("SET", self._key(cid, "lock"), token, "NX", "PX", ms))
+        reply = yield Cmd(("SET", self._key(cid, "lock"), token, "NX", "PX", ms))
         return reply is not None and reply is not False
 
-    def _op_release_lock(self, cid: str, token: str) -> _Op[None]:
-        yield _Script("release", (self._key(cid, "lock"),), (token,))
+    def _op_release_lock(self, cid: str, token: str) -> RedisOp[None]:
+        yield Script("release", (self._key(cid, "lock"),), (token,))
 
     # -- drivers -------------------------------------------------------------------------
 
     def _error(self, what: str, exc: BaseException, cid: str = "") -> StoreError:
         where = f" for conversation {cid!r}" if cid else ""
         return StoreError(f"{what} failed on {self._where}{where}: {exc}")
+
+    def _new_client(self, flavour: Any) -> Any:
+        """A client of ``flavour`` (``redis`` or ``redis.asyncio``) for the URL."""
+        kind = flavour.cluster.RedisCluster if self._cluster else flavour.Redis
+        # One immediate retry on a new connection (a pooled one the server closed), not
+        # redis-py's default of three with back-off, so a frozen server fails within about
+        # twice read_timeout. The retry is safe: an append whose reply was lost is
+        # acknowledged, not stored again.
+        retry = flavour.retry.Retry(self._redis.backoff.NoBackoff(), 1)
+        return kind.from_url(self._url, retry=retry, **self._timeouts)
 
     def _sync_client(self) -> Any:
         if self._closed:
@@ -289,9 +317,10 @@ class RedisStore(LockingOpStore):
                         f"{self._where} is an asyncio client: use the async methods "
                         "(or build the store from a URL to use both)"
                     )
-                self._client = self._redis.Redis.from_url(
-                    self._url, socket_connect_timeout=self._connect_timeout
-                )
+                try:
+                    self._client = self._new_client(self._redis)
+                except self._redis.exceptions.RedisError as exc:
+                    raise self._error("connect", exc) from exc
             if not self._sync_ready:
                 self._execute(self._client, self._op_check_version(), "connect")
                 self._sync_ready = True
@@ -307,62 +336,26 @@ class RedisStore(LockingOpStore):
                     f"{self._where} is a sync client: use the sync methods "
                     "(or build the store from a URL to use both)"
                 )
-            self._aclient = self._redis.asyncio.Redis.from_url(
-                self._url, socket_connect_timeout=self._connect_timeout
-            )
+            self._aclient = self._new_client(self._redis.asyncio)
         if not self._async_ready:
             await self._aexecute(self._aclient, self._op_check_version(), "connect")
             self._async_ready = True
         return self._aclient
 
-    def _execute(self, client: Any, op: _Op[T], what: str, cid: str = "") -> T:
-        redis = self._redis
-
-        def answer(step: _Cmd | _Script) -> Any:
-            if isinstance(step, _Script):
-                source, sha = _SCRIPTS[step.name]
-                argv = (len(step.keys), *step.keys, *step.args)
-                try:
-                    return client.evalsha(sha, *argv)
-                except redis.exceptions.NoScriptError:
-                    return client.eval(source, *argv)
-            if step.multi:
-                pipe = client.pipeline(transaction=True)
-                for command in step.multi:
-                    pipe.execute_command(*command)
-                return pipe.execute()
-            return client.execute_command(*step.args)
-
+    def _execute(self, client: Any, op: RedisOp[T], what: str, cid: str = "") -> T:
         try:
-            return drive(op, answer)
-        except redis.exceptions.RedisError as exc:
+            return run_commands(client, op)
+        except self._redis.exceptions.RedisError as exc:
             raise self._error(what, exc, cid) from exc
 
-    async def _aexecute(self, client: Any, op: _Op[T], what: str, cid: str = "") -> T:
-        redis = self._redis
-
-        async def answer(step: _Cmd | _Script) -> Any:
-            if isinstance(step, _Script):
-                source, sha = _SCRIPTS[step.name]
-                argv = (len(step.keys), *step.keys, *step.args)
-                try:
-                    return await client.evalsha(sha, *argv)
-                except redis.exceptions.NoScriptError:
-                    return await client.eval(source, *argv)
-            if step.multi:
-                async with client.pipeline(transaction=True) as pipe:
-                    for command in step.multi:
-                        pipe.execute_command(*command)
-                    return await pipe.execute()
-            return await client.execute_command(*step.args)
-
+    async def _aexecute(self, client: Any, op: RedisOp[T], what: str, cid: str = "") -> T:
         try:
-            return await adrive(op, answer)
-        except redis.exceptions.RedisError as exc:
+            return await arun_commands(client, op)
+        except self._redis.exceptions.RedisError as exc:
             raise self._error(what, exc, cid) from exc
 
-    def _run(self, op: _Op[T], what: str, cid: str = "", *, write: bool = False) -> T:
-        # Every Redis operation is atomic by itself (one command, MULTI/EXEC or a script).
+    def _run(self, op: RedisOp[T], what: str, cid: str = "", *, write: bool = False) -> T:
+        # Every Redis operation is atomic where it must be (one command or a script).
         try:
             client = self._sync_client()
         except BaseException:
@@ -370,7 +363,7 @@ class RedisStore(LockingOpStore):
             raise
         return self._execute(client, op, what, cid)
 
-    async def _arun(self, op: _Op[T], what: str, cid: str = "", *, write: bool = False) -> T:
+    async def _arun(self, op: RedisOp[T], what: str, cid: str = "", *, write: bool = False) -> T:
         try:
             client = await self._async_client()
         except BaseException:

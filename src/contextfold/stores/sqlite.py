@@ -28,6 +28,7 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Sequence
 from typing import Literal, TypeVar
 
@@ -88,6 +89,12 @@ def _file_identity(conn: sqlite3.Connection) -> tuple[str | None, tuple[int, int
     return None, None
 
 
+def _cannot_write(exc: sqlite3.Error) -> bool:
+    """Whether opening failed only because the file or its folder cannot be written."""
+    text = str(exc).lower()
+    return "readonly" in text or "read-only" in text or "unable to open" in text
+
+
 class SQLiteStore(SQLOpStore, LockingOpStore):
     """The append-only log in one SQLite database file (sync and async).
 
@@ -133,32 +140,77 @@ class SQLiteStore(SQLOpStore, LockingOpStore):
         self._inline: sqlite3.Connection | None = None
         self._inline_lock = threading.Lock()
         self._inline_calls = 0
+        #: Opened read-only because the file (or its folder) cannot be written: every
+        #: read works, every write raises StoreError.
+        self.read_only = False
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-            wal = False
-            if self._owned and not in_memory:
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-                wal = bool(mode) and str(mode[0]).lower() == "wal"
-            conn.execute(f"PRAGMA synchronous = {synchronous}")
-            self._file, self._identity = _file_identity(conn)
-            if not self._run(op_schema_current(self._dialect), "open"):
-                self._run(op_migrate(self._dialect), "migrate", write=True)
-            if wal and synchronous in ("NORMAL", "OFF"):
-                try:
-                    self._inline = self._open_inline(path, synchronous)
-                except sqlite3.Error:
-                    self._inline = None  # optional: async appends then all use the thread
-
+            try:
+                self._prepare(conn, path, synchronous, timeout, wal=self._owned and not in_memory)
+            except sqlite3.Error as exc:
+                if not (self._owned and not in_memory and _cannot_write(exc)):
+                    raise
+                self._discard()
+                self._conn = conn = self._connect_read_only(path, timeout)
+                self.read_only = True
+                self._prepare(conn, path, synchronous, timeout, wal=False)
         except BaseException as exc:
-            if self._owned:
-                conn.close()
-            if self._inline is not None:
-                self._inline.close()
-                self._inline = None
-            self._conn = None
+            self._discard()
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"cannot open {self._where}: {exc}") from exc
             raise
+
+    def _prepare(
+        self, conn: sqlite3.Connection, path: str, synchronous: str, timeout: float, *, wal: bool
+    ) -> None:
+        """Set the connection up, bring the schema up to date, open the inline connection."""
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+        in_wal = False
+        if wal:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            in_wal = bool(mode) and str(mode[0]).lower() == "wal"
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        self._file, self._identity = _file_identity(conn)
+        if not self._run(op_schema_current(self._dialect), "open"):
+            if self.read_only:
+                raise StoreError(
+                    f"{self._where} is read-only and its schema needs migrating: open it "
+                    "once with write access (with this contextfold version) first"
+                )
+            self._run(op_migrate(self._dialect), "migrate", write=True)
+        if in_wal and synchronous in ("NORMAL", "OFF"):
+            try:
+                self._inline = self._open_inline(path, synchronous)
+            except sqlite3.Error:
+                self._inline = None  # optional: async appends then all use the thread
+
+    def _discard(self) -> None:
+        """Close what a failed open left behind (not a connection the caller passed)."""
+        if self._conn is not None and self._owned:
+            self._conn.close()
+        if self._inline is not None:
+            self._inline.close()
+            self._inline = None
+        self._conn = None
+
+    def _connect_read_only(self, path: str, timeout: float) -> sqlite3.Connection:
+        """A read-only connection to ``path``.
+
+        ``mode=ro`` still needs the WAL index of a WAL database, which SQLite cannot create
+        in a folder it may not write; such a file is opened ``immutable`` (nothing else can
+        write it either, or the index would exist).
+        """
+        uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
+        conn.isolation_level = None
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error:
+            conn.close()
+            conn = sqlite3.connect(
+                uri + "&immutable=1", uri=True, timeout=timeout, check_same_thread=False
+            )
+            conn.isolation_level = None
+        return conn
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -232,7 +284,8 @@ class SQLiteStore(SQLOpStore, LockingOpStore):
                     return None  # another writer holds the lock: wait for it in a thread
                 try:
                     self._check_file()
-                    result = run_sync(cur, op_append(self._dialect, cid, payloads))
+                    op = op_append(self._dialect, cid, payloads, [m.id for m in messages])
+                    result = run_sync(cur, op)
                     cur.execute("COMMIT")
                 except BaseException as exc:
                     self._abandon_inline_transaction(inline)

@@ -1,0 +1,130 @@
+"""Network stores behind a loopback proxy: lost replies, a frozen server, an outage.
+
+The proxy (``tcp_proxy.py``) sits between the store and the real Redis / PostgreSQL server.
+A lost reply is the server applying a write whose answer never arrives: the retried append
+must store the message once. A frozen server must give :class:`StoreError` within the
+store's timeouts, and the store must work again as soon as the server is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from tcp_proxy import Proxy
+
+from contextfold.errors import StoreError
+from contextfold.messages import Message
+from contextfold.stores import open_store
+
+#: What the server's reply to the write holds: Redis answers the append script with an
+#: array, PostgreSQL the COMMIT of the append's transaction with a COMMIT command tag.
+REPLY_MARKERS = {"redis": b"*", "postgres": b"COMMIT\x00"}
+FAST = {"connect_timeout": 1.0, "read_timeout": 1.0}
+
+
+@pytest.fixture
+def proxy(network_backend: Any) -> Iterator[Proxy]:
+    p = Proxy(urlsplit(network_backend.url).port or 0)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def _through(proxy: Proxy, backend: Any) -> Any:
+    return open_store(proxy.url_for(backend.url), **backend.options, **FAST)
+
+
+def _append_retrying(append: Any, cid: str, message: Message) -> list[int]:
+    """What an application does: retry an append that raised StoreError."""
+    for _ in range(3):
+        try:
+            return append(cid, [message])  # type: ignore[no-any-return]
+        except StoreError:
+            continue
+    raise AssertionError("the append never succeeded")
+
+
+def test_a_retried_append_whose_reply_was_lost_stores_the_message_once(
+    network_backend: Any, proxy: Proxy
+) -> None:
+    cid = "lost-" + uuid.uuid4().hex[:8]
+    store = _through(proxy, network_backend)
+    store.append(cid, [Message.user("before")])  # connected (and migrated) through the proxy
+    result = Message.tool_result("call_1", "the tool's answer")
+    proxy.drop_reply_containing(REPLY_MARKERS[network_backend.name])
+    assert _append_retrying(store.append, cid, result) == [2]
+    assert proxy.dropped.is_set()  # the reply really was lost once
+    log = network_backend.open().read(cid)
+    assert [s.seq for s in log] == [1, 2]
+    assert log[1].message == result
+    store.close()
+
+
+def test_an_async_retried_append_whose_reply_was_lost_stores_the_message_once(
+    network_backend: Any, proxy: Proxy
+) -> None:
+    cid = "alost-" + uuid.uuid4().hex[:8]
+    result = Message.tool_result("call_1", "the tool's answer")
+
+    async def scenario() -> list[int]:
+        store = _through(proxy, network_backend)
+        try:
+            await store.aappend(cid, [Message.user("before")])
+            proxy.drop_reply_containing(REPLY_MARKERS[network_backend.name])
+            for _ in range(3):
+                try:
+                    return await store.aappend(cid, [result])  # type: ignore[no-any-return]
+                except StoreError:
+                    continue
+            raise AssertionError("the append never succeeded")
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(scenario()) == [2]
+    assert proxy.dropped.is_set()
+    log = network_backend.open().read(cid)
+    assert [s.seq for s in log] == [1, 2]
+    assert log[1].message == result
+
+
+def test_a_frozen_server_gives_store_error_within_the_timeouts(
+    network_backend: Any, proxy: Proxy
+) -> None:
+    cid = "frozen-" + uuid.uuid4().hex[:8]
+    store = _through(proxy, network_backend)
+    store.append(cid, [Message.user("before")])
+    proxy.freeze()
+    started = time.monotonic()
+    with pytest.raises(StoreError):
+        store.append(cid, [Message.user("while frozen")])
+    # read_timeout, and for Redis its one retry on a new connection (which connects to the
+    # proxy but is frozen too), with some slack for a loaded machine.
+    assert time.monotonic() - started < 4.5
+    proxy.restore()
+    assert _append_retrying(store.append, cid, Message.user("after")) == [2]
+    store.close()
+
+
+def test_the_store_recovers_at_once_after_an_outage(network_backend: Any, proxy: Proxy) -> None:
+    cid = "outage-" + uuid.uuid4().hex[:8]
+    store = _through(proxy, network_backend)
+    store.append(cid, [Message.user("before")])
+    proxy.refuse()
+    outage_end = time.monotonic() + 4
+    while time.monotonic() < outage_end:  # an application retrying through the outage
+        started = time.monotonic()
+        with pytest.raises(StoreError):
+            store.append(cid, [Message.user("during")])
+        assert time.monotonic() - started < 4.5
+    proxy.restore()
+    back = time.monotonic()
+    assert store.append(cid, [Message.user("after")]) == [2]
+    assert time.monotonic() - back < 2.0  # no reconnect back-off
+    store.close()
