@@ -276,7 +276,14 @@ async def test_agent_run_stays_in_budget_pair_safe_and_reuses_the_summary(srv: W
     # Without compaction the last request would have been over the budget.
     conversation_id = history[-1].conversation_id
     assert conversation_id
-    full = from_model_messages(await processor.aread_transcript(conversation_id))
+    # The last answer comes after the last model request: the processor has not seen it.
+    assert len(await processor.aread_transcript(conversation_id)) == 4 * 5 - 1
+    await processor.arecord(history, conversation_id=conversation_id)
+    transcript = await processor.aread_transcript(conversation_id)
+    # Every message once, none of the processor's own output (no summary) stored back.
+    assert len(transcript) == 4 * 5
+    assert "Summary of" not in str(transcript)
+    full = from_model_messages(transcript)
     assert counter.count_messages(full) > 2 * BUDGET
     # The full transcript is in the store; pydantic-ai holds the compacted view.
     assert len(full) > len(from_model_messages(history))

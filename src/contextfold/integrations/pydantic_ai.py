@@ -21,10 +21,11 @@ not send ``metadata`` to the model).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelRequest, RetryPromptPart, ToolReturnPart
 from pydantic_ai.tools import RunContext
 
 from contextfold.errors import ConfigError
@@ -213,13 +214,48 @@ class ContextfoldHistory:
         return from_model_messages(fresh) if fresh else []
 
     def _tagged(self, context: Context, conversation_id: str) -> list[ModelMessage]:
-        out = to_model_messages(context.messages)
+        out = _merged_requests(to_model_messages(context.messages))
         for message in out:
             message.metadata = {
                 **(message.metadata or {}),
                 TAG: {"conversation_id": conversation_id},
             }
         return out
+
+
+def _merged_requests(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """Consecutive requests joined into one, as pydantic-ai itself joins them.
+
+    At the start of every run pydantic-ai merges consecutive requests into new objects
+    without their ``metadata``, so our tag would be lost and the next request would store
+    the context (a summary and all) as new messages. Returning the shape it would make, by its
+    rule (same or no instructions; tool returns and retries first), leaves it nothing to do.
+    """
+    out: list[ModelMessage] = []
+    for message in messages:
+        last = out[-1] if out else None
+        if (
+            isinstance(message, ModelRequest)
+            and isinstance(last, ModelRequest)
+            and (
+                not last.instructions
+                or not message.instructions
+                or last.instructions == message.instructions
+            )
+        ):
+            parts = sorted(
+                [*last.parts, *message.parts],
+                key=lambda p: 0 if isinstance(p, (ToolReturnPart, RetryPromptPart)) else 1,
+            )
+            out[-1] = dataclasses.replace(
+                message,
+                parts=parts,
+                instructions=last.instructions or message.instructions,
+                timestamp=message.timestamp or last.timestamp,
+            )
+        else:
+            out.append(message)
+    return out
 
 
 def _is_ours(message: ModelMessage, conversation_id: str) -> bool:
