@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from contextfold._drive import adrive, drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message
+from contextfold.observability import now_ns, record_build
 from contextfold.strategies.base import Strategy, StrategyResult, StrategyState, SummaryCall
 from contextfold.summarizers.base import (
     AsyncSummarizer,
@@ -96,10 +97,13 @@ def run(
     state: StrategyState | None = None,
 ) -> StrategyResult:
     """Run ``strategy`` synchronously, calling its summarizers as it asks."""
+    started = now_ns()
     gen = strategy.plan(
         messages, counter=_default_counter(counter), checkpoint=checkpoint, state=state
     )
-    return drive(gen, call_summarizer)
+    result = drive(gen, call_summarizer)
+    record_build(result, started_ns=started, origin="run")
+    return result
 
 
 async def arun(
@@ -111,10 +115,13 @@ async def arun(
     state: StrategyState | None = None,
 ) -> StrategyResult:
     """Run ``strategy`` asynchronously; gives the same result as :func:`run`."""
+    started = now_ns()
     gen = strategy.plan(
         messages, counter=_default_counter(counter), checkpoint=checkpoint, state=state
     )
-    return await adrive(gen, acall_summarizer)
+    result = await adrive(gen, acall_summarizer)
+    record_build(result, started_ns=started, origin="run")
+    return result
 
 
 DRY_RUN_SUMMARY = "[dry run: a summary of {n} messages would go here]"
