@@ -30,6 +30,7 @@ end the build's end; the summarizer's own HTTP call is traced by its SDK's instr
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -176,14 +177,24 @@ def _tracer() -> Any:
     Until the application sets a tracer provider, the API hands out no-op spans: then there
     is no tracer, and no attributes are computed for nothing.
     """
-    try:
-        from opentelemetry import trace
-    except ImportError:
+    trace = _trace_api()
+    if trace is None:
         return None
     provider = trace.get_tracer_provider()
     if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
         return None
     return provider.get_tracer(TRACER_NAME)
+
+
+@functools.lru_cache(maxsize=1)
+def _trace_api() -> Any:
+    """``opentelemetry.trace``, or None without the ``otel`` extra (looked for once, not per
+    build: a failed import searches the whole path every time)."""
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        return None
+    return trace
 
 
 def _trace(tracer: Any, attrs: Mapping[str, Any], *, started_ns: int, compacted: bool) -> None:

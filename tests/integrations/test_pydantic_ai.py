@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
+import textwrap
 from typing import Any
 
 import pytest
@@ -349,3 +352,27 @@ def test_store_url_and_transcript(tmp_path: Any) -> None:
     assert dumped(transcript[: len(history)]) == dumped(history)
     assert transcript[-1].parts[0].content == "P-2 too."  # type: ignore[union-attr]
     again.close()
+
+
+def test_without_the_extra_the_error_names_it() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+
+        class Blocker:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "pydantic_ai":
+                    raise ImportError("blocked")
+                return None
+
+        sys.meta_path.insert(0, Blocker())
+        import contextfold.integrations  # the package itself needs no framework
+        from contextfold.errors import MissingExtraError
+        try:
+            import contextfold.integrations.pydantic_ai
+        except MissingExtraError as exc:
+            print(exc)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert "pip install 'contextfold[pydantic-ai]'" in out.stdout, out.stderr

@@ -25,10 +25,14 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, RetryPromptPart, ToolReturnPart
-from pydantic_ai.tools import RunContext
+from contextfold.errors import ConfigError, MissingExtraError
 
-from contextfold.errors import ConfigError
+try:
+    from pydantic_ai.messages import ModelMessage, ModelRequest, RetryPromptPart, ToolReturnPart
+    from pydantic_ai.tools import RunContext
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise MissingExtraError("contextfold.integrations.pydantic_ai", "pydantic-ai") from exc
+
 from contextfold.integrations._pydantic_ai_messages import (
     NAMESPACE,
     from_model_messages,
