@@ -233,7 +233,7 @@ def make_agent(provider: OpenAIProvider, processor: Any) -> Agent[None, str]:
 
 def received(srv: WireServer) -> list[list[Message]]:
     """What the server received, as our messages (the SDK's wire payloads, parsed)."""
-    return [formats.load(r.body["messages"], "openai_chat") for r in srv.requests]
+    return [formats.load(r.body["messages"], "openai_chat", strict=True) for r in srv.requests]
 
 
 async def run_session(srv: WireServer, processor: Any, turns_: int) -> list[ModelMessage]:

@@ -123,15 +123,15 @@ class ContextfoldHistory:
         """The conversation id a run belongs to: the configured one, else pydantic-ai's.
 
         Raises:
-            ConfigError: none was configured and the run has none (older pydantic-ai).
+            ConfigError: none was configured and the run has none.
         """
         key = self._conversation_id
         if isinstance(key, str):
             return key
         if key is not None:
             return key(ctx)
-        found = getattr(ctx, "conversation_id", None)
-        if not isinstance(found, str) or not found:
+        found = ctx.conversation_id
+        if not found:
             raise ConfigError(
                 "this pydantic-ai run has no conversation_id: pass "
                 "history_processor(..., conversation_id=...)",
