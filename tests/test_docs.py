@@ -12,6 +12,7 @@ through the SDKs' standard environment variables.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -320,3 +321,49 @@ def test_installed_entry_point_help() -> None:
     assert proc.returncode == 0
     for name in ("compact", "plan", "stats", "convert", "log"):
         assert name in proc.stdout
+
+
+# -- integration pages and their examples --------------------------------------------------
+
+INTEGRATION_PAGES = sorted((ROOT / "docs" / "integrations").glob("*.md"))
+
+
+def test_integration_pages_are_indexed_and_run_examples() -> None:
+    index = (ROOT / "docs" / "integrations.md").read_text()
+    for page in INTEGRATION_PAGES:
+        assert f"integrations/{page.name}" in index, f"{page.name} is not in docs/integrations.md"
+        assert any(skip is None for _, _, skip in python_blocks(page)), f"{page.name} runs none"
+
+
+def test_pydantic_ai_example_runs_offline_and_compacts(tmp_path: Path) -> None:
+    pytest.importorskip("pydantic_ai")
+    out = run_script("pydantic_ai_agent.py", str(tmp_path / "agent.db"))
+    assert "run 6: P-61 left depot D-1 and arrives Friday." in out
+    assert "the history starts with a summary: True" in out
+    assert "the store holds all 24" in out
+
+
+def test_pydantic_ai_example_against_local_server(tmp_path: Path) -> None:
+    pytest.importorskip("pydantic_ai")
+    from tests.wire.openai_server import tool_call
+
+    with WireServer() as srv:
+        replies = []
+        for day in range(1, 7):
+            calls = []
+            for n in (1, 2):  # two parallel calls, as the offline model makes
+                call = tool_call("track", json.dumps({"parcel": f"P-{day}{n}"}))
+                call["id"] = f"call_{day}{n}"
+                calls.append(call)
+            replies += [
+                JSONReply(chat_completion(None, finish_reason="tool_calls", tool_calls=calls)),
+                JSONReply(chat_completion(f"P-{day}1 and P-{day}2 arrive Friday.")),
+            ]
+        srv.script(*replies)
+        env = {"OPENAI_API_KEY": "test-key", "OPENAI_BASE_URL": srv.url + "/v1"}
+        out = run_script("pydantic_ai_agent.py", str(tmp_path / "agent.db"), env=env)
+        assert "run 6: P-61 and P-62 arrive Friday." in out
+        assert srv.pending == 0
+        last = srv.requests[-1].body["messages"]
+        assert last[0]["role"] == "system"
+        assert "condensed" in json.dumps(last)  # the summary, sent instead of the old turns

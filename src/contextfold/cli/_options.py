@@ -13,6 +13,7 @@ from typing import Any
 
 from contextfold.cli._build import STRATEGIES
 from contextfold.cli._io import FORMATS
+from contextfold.errors import ConfigError
 
 #: The exit codes, shown at the end of every ``--help``.
 EPILOG = """\
@@ -48,6 +49,21 @@ def share(text: str) -> float:
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {value}")
     return value
+
+
+def model_budget(text: str) -> int:
+    """An argparse type for ``--model``: the budget for that model (see ``contextfold.models``).
+
+    An unknown model is a usage error that says to give ``--budget`` instead.
+    """
+    from contextfold.models import budget_for
+
+    try:
+        return budget_for(text)
+    except ConfigError:
+        raise argparse.ArgumentTypeError(
+            f"no context window is known for model {text!r}; give --budget N instead"
+        ) from None
 
 
 def conversation_id(text: str) -> str:
@@ -117,7 +133,16 @@ def add_input(p: argparse.ArgumentParser, *, many: bool = False) -> None:
 
 def add_strategy(p: argparse.ArgumentParser, *, summarizer: bool = True) -> None:
     """``--budget``, ``--strategy``, ``--keep-recent`` and, unless a dry run, the summarizer."""
-    p.add_argument("--budget", type=positive, required=True, metavar="N", help="token budget")
+    size = p.add_mutually_exclusive_group(required=True)
+    size.add_argument("--budget", type=positive, metavar="N", help="token budget")
+    size.add_argument(
+        "--model",
+        type=model_budget,
+        dest="budget",
+        metavar="NAME",
+        help="set the budget for this model instead: 80%% of its context window minus room "
+        "for the answer (gpt-4o, claude-sonnet-4-5, gemini-2.5-pro ...)",
+    )
     p.add_argument(
         "--strategy",
         choices=STRATEGIES,

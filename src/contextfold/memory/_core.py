@@ -31,6 +31,7 @@ from contextfold.memory._search import Searcher
 from contextfold.memory._stats import BuildRecord, Ledger, MemoryStats, with_record
 from contextfold.memory._totals import Totals
 from contextfold.messages import Message
+from contextfold.observability import now_ns, record_build
 from contextfold.pricing import ModelPrices
 from contextfold.strategies.base import (
     PlanOp,
@@ -462,8 +463,11 @@ class MemoryCore(Searcher, Totals):
         )
 
     def build_and_count(self) -> CoreGen[Context]:
+        started = now_ns()
         built = yield from self.build(dry=False)
         yield from self.post_build(built)
+        stats = built.context.stats
+        record_build(built.result, started_ns=started, origin="memory", stats=stats)
         return built.context
 
 

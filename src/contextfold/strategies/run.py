@@ -17,6 +17,7 @@ from typing import Any
 from contextfold._drive import adrive, drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message
+from contextfold.observability import now_ns, record_build
 from contextfold.strategies.base import (
     PlanOp,
     SearchCall,
@@ -178,10 +179,13 @@ def run(
     state: StrategyState | None = None,
 ) -> StrategyResult:
     """Run ``strategy`` synchronously, calling its summarizers as it asks."""
+    started = now_ns()
     gen = strategy.plan(
         messages, counter=_default_counter(counter), checkpoint=checkpoint, state=state
     )
-    return drive(gen, answer_plan(messages))
+    result = drive(gen, answer_plan(messages))
+    record_build(result, started_ns=started, origin="run")
+    return result
 
 
 async def arun(
@@ -193,10 +197,13 @@ async def arun(
     state: StrategyState | None = None,
 ) -> StrategyResult:
     """Run ``strategy`` asynchronously; gives the same result as :func:`run`."""
+    started = now_ns()
     gen = strategy.plan(
         messages, counter=_default_counter(counter), checkpoint=checkpoint, state=state
     )
-    return await adrive(gen, _aanswer_plan(messages))
+    result = await adrive(gen, _aanswer_plan(messages))
+    record_build(result, started_ns=started, origin="run")
+    return result
 
 
 DRY_RUN_SUMMARY = "[dry run: a summary of {n} messages would go here]"
