@@ -1,8 +1,11 @@
 """The strategies ``bench.replay`` compares, each a builder of one context per request.
 
-The full history; ``SlidingWindow`` and LangChain ``trim_messages`` (with our counter) on
-the growing history; ``Hybrid`` and ``Checkpoint`` with ``ExtractiveSummarizer`` through
-``ConversationMemory``, so a checkpoint is reused between requests as in production.
+The full history (always, or until it no longer fits); LangChain ``trim_messages`` (with our
+counter) on the growing history and ``SummarizationMiddleware``'s trigger/keep semantics;
+``SlidingWindow`` with its state carried from request to request; ``Hybrid``,
+``Summarization`` and ``Checkpoint`` with ``ExtractiveSummarizer`` through
+``ConversationMemory``, so checkpoints and states are reused between requests as in
+production. "per turn" rows set ``compact_to=1.0``: the behaviour before the lower mark.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from contextfold.strategies.checkpoint import Checkpoint
 from contextfold.strategies.hybrid import Hybrid
 from contextfold.strategies.run import run
 from contextfold.strategies.sliding import SlidingWindow
+from contextfold.strategies.summarization import Summarization
 from contextfold.summarizers.extractive import ExtractiveSummarizer
 from contextfold.tokens.approx import ApproxCounter
 
@@ -80,6 +84,58 @@ def through_memory(make: Callable[[], Any]) -> Builder:
                 yield memory.build_context().messages
             except ContextfoldError:
                 yield None
+
+    return contexts
+
+
+def full_until_over(budget: int) -> Builder:
+    """The whole history while it fits the budget, then the per-turn window (a naive app)."""
+    window = SlidingWindow(budget, compact_to=1.0)
+
+    def contexts(replay: Replay) -> Iterator[Context]:
+        for i, _ in replay.requests:
+            history = replay.messages[: i + 1]
+            if COUNTER.count_messages(history) <= budget:
+                yield history
+                continue
+            try:
+                yield run(window, history, counter=COUNTER).messages or None
+            except ContextfoldError:
+                yield None
+
+    return contexts
+
+
+def summarization_middleware(budget: int, keep: int = 20) -> Builder:
+    """LangChain ``SummarizationMiddleware`` semantics: once the state's messages reach the
+    trigger (``("tokens", budget)``), everything but the last ``keep`` messages (moved back
+    to a safe cut) is replaced in the state by one summary message; the state is what is
+    sent. The summary is written by the same offline extractive summarizer as ours."""
+    from contextfold.summarizers.base import SummaryRequest
+    from contextfold.turns import safe_cut_points
+
+    summarizer = ExtractiveSummarizer()
+
+    def contexts(replay: Replay) -> Iterator[Context]:
+        state: list[Message] = []
+        done = 0
+        for i, _ in replay.requests:
+            state.extend(replay.messages[done : i + 1])
+            done = i + 1
+            if COUNTER.count_messages(state) >= budget:
+                p = 1 if state and state[0].role == "system" else 0
+                cuts = [c for c in safe_cut_points(state) if p < c <= len(state) - keep]
+                if cuts:
+                    cut = cuts[-1]
+                    result = summarizer.summarize(
+                        SummaryRequest(tuple(state[p:cut]), max_output_tokens=budget // 4)
+                    )
+                    if result.ok:
+                        note = Message.user(
+                            f"Here is a summary of the conversation to date:\n\n{result.text}"
+                        )
+                        state = [*state[:p], note, *state[cut:]]
+            yield list(state)
 
     return contexts
 
@@ -152,6 +208,7 @@ def strategies(budget: int) -> dict[str, Builder]:
 
     out: dict[str, Builder] = {
         "full history": full_history,
+        "full history until over budget": full_until_over(budget),
         "SlidingWindow": with_state(SlidingWindow(budget)),
         "SlidingWindow per turn": with_state(SlidingWindow(budget, compact_to=1.0)),
         "Hybrid+Extractive": through_memory(
@@ -163,10 +220,30 @@ def strategies(budget: int) -> dict[str, Builder]:
                 max_output_tokens=int(budget * 0.7),
             )
         ),
+        "Hybrid+Extractive per turn": through_memory(
+            lambda: Hybrid(
+                budget,
+                keep_recent=8,
+                chunk_size=16,
+                summarizer=extractive(),
+                max_output_tokens=int(budget * 0.7),
+                compact_to=1.0,
+            )
+        ),
+        "Summarization+Extractive": through_memory(
+            lambda: Summarization(budget, keep_recent=8, summarizer=extractive())
+        ),
         "Checkpoint+Extractive": through_memory(
-            lambda: Checkpoint(extractive(), max_tokens=budget, keep_recent_tokens=budget // 5)
+            lambda: Checkpoint(extractive(), max_tokens=budget)
+        ),
+        "Checkpoint+Extractive per turn": through_memory(
+            lambda: Checkpoint(extractive(), max_tokens=budget, compact_to=1.0)
         ),
     }
+    with contextlib.suppress(ImportError):
+        import langchain_core  # noqa: F401  (the peers are the bench extra)
+
+        out["LangChain SummarizationMiddleware semantics"] = summarization_middleware(budget)
     with contextlib.suppress(ImportError):
         out["langchain trim_messages"] = stateless(langchain_trim(budget))
     return out
