@@ -7,7 +7,8 @@ prefix, TTL, how a prefix is matched), with the source and date of its figures.
 finds a model's entry there, in your own table, or in ``genai-prices`` when the ``pricing``
 extra is installed. A :class:`CacheSimulator` follows one conversation request by request
 and returns each request's :class:`Bill`, so the cost of a context strategy's prefix breaks
-can be measured before anything is sent. See ``docs/pricing.md``.
+can be measured before anything is sent; :func:`payback_requests` says when an early
+compaction pays for itself. See ``docs/pricing.md``.
 
 Nothing here reads the network or the environment.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from contextfold.pricing._cache import Bill, CacheSimulator
 from contextfold.pricing._genai import from_genai_prices, prices_for
+from contextfold.pricing._payback import payback_requests
 from contextfold.pricing._prices import PER_TOKENS, ModelPrices, PrefixMatch, find_prices
 from contextfold.pricing._table import BUILTIN_PRICES
 
@@ -28,5 +30,6 @@ __all__ = [
     "PrefixMatch",
     "find_prices",
     "from_genai_prices",
+    "payback_requests",
     "prices_for",
 ]
