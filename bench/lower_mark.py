@@ -62,7 +62,9 @@ def _last(build: Builder, replay: Replay) -> Sequence[Any] | None:
     return last
 
 
-def sweep(replays: list[Replay], samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def sweep(
+    replays: list[Replay], samples: list[dict[str, Any]], marks: Sequence[float] = MARKS
+) -> list[dict[str, Any]]:
     base = prices_for("claude-sonnet-4-5", source="builtin")
     prices: dict[str, ModelPrices] = {
         "replayed": base,
@@ -79,7 +81,7 @@ def sweep(replays: list[Replay], samples: list[dict[str, Any]]) -> list[dict[str
     ]
     grown = sum(COUNTER.count_messages(r.messages) for r in replays)
     rows = []
-    for mark in MARKS:
+    for mark in marks:
         for name, build in builders(mark).items():
             t0 = time.perf_counter()
             tally = Tally()
@@ -168,7 +170,9 @@ def chart(rows: list[dict[str, Any]]) -> None:
 
 def main(argv: Sequence[str] | None = None, *, emit: Callable[[str], None] = print) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--tiny", action="store_true", help="LoCoMo conversation 0 only")
+    parser.add_argument(
+        "--tiny", action="store_true", help="LoCoMo conversation 0, marks 1.0 and 0.6 only"
+    )
     args = parser.parse_args(argv)
     if not DATA.is_dir():
         print(f"shared data folder not found at {DATA}", file=sys.stderr)
@@ -176,7 +180,7 @@ def main(argv: Sequence[str] | None = None, *, emit: Callable[[str], None] = pri
     samples = json.loads((DATA / "locomo" / "locomo10.json").read_text())
     replays = locomo(args.tiny)
     samples = samples[: len(replays)]
-    rows = sweep(replays, samples)
+    rows = sweep(replays, samples, (1.0, 0.6) if args.tiny else MARKS)
     emit(table(rows, len(replays)))
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "lower_mark.json").write_text(json.dumps({"tiny": args.tiny, "rows": rows}, indent=2))

@@ -3,8 +3,8 @@
 Run ``python -m bench.report`` (what ``make bench`` does) or ``--tiny`` to check that every
 benchmark still runs (seconds each; the figures are then not meaningful).
 
-Each benchmark module (``bench/bench_*.py``, ``bench/retention.py``, ``bench/recall.py`` and
-``bench/replay.py``) runs in its own
+Each benchmark module (``bench/bench_*.py``, ``bench/retention.py``, ``bench/recall.py``,
+``bench/replay.py`` and ``bench/lower_mark.py``) runs in its own
 process, one after the other, so they do not disturb each other's timings. Its Markdown
 tables (stdout) go into the report as they are, and its raw figures
 (``bench/out/<name>.json``) feed the PNG charts written to ``docs/bench/``. The report also
@@ -53,7 +53,8 @@ PEERS = (
 def discover() -> list[str]:
     """Module names of every benchmark, in a stable order."""
     names = sorted(p.stem for p in BENCH.glob("bench_*.py"))
-    names += [name for name in ("retention", "recall", "replay") if (BENCH / f"{name}.py").exists()]
+    extra = ("retention", "recall", "replay", "lower_mark")
+    names += [name for name in extra if (BENCH / f"{name}.py").exists()]
     return names
 
 
