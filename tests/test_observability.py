@@ -168,3 +168,17 @@ def test_span_nests_under_the_applications_span(spans: Any) -> None:
     build = next(s for s in spans.get_finished_spans() if s.name == "contextfold.build")
     assert build.parent is not None
     assert build.parent.span_id == outer.get_span_context().span_id
+
+
+def test_build_spans_carry_the_cache_figures(spans: Any) -> None:
+    """With prices, each build's span says what the cache can serve and what it cost."""
+    memory = ConversationMemory(strategy=SlidingWindow(4_000), prices="claude-sonnet-4-5")
+    memory.extend(chat(10))
+    memory.build_context()
+    memory.add(Message.user("And one more thing."))
+    memory.build_context()
+    first, second = (s.attributes for s in spans.get_finished_spans())
+    assert "contextfold.cache.stable_prefix_tokens" not in first  # nothing to compare with
+    assert second["contextfold.cache.stable_prefix_tokens"] > 0
+    assert second["contextfold.cost.estimated_usd"] > 0
+    assert second["contextfold.cost.full_history_usd"] > 0

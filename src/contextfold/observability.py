@@ -99,8 +99,8 @@ def build_attributes(
     used = result.checkpoint or result.reused_checkpoint
     if used is not None:
         attrs["contextfold.checkpoint.id"] = used.id
-    if stats is not None and stats.total_tokens is not None:
-        attrs["contextfold.conversation.tokens"] = stats.total_tokens
+    if stats is not None:
+        attrs.update(_cache_attributes(stats))
     if result.summary_calls:
         usage = result.usage
         attrs["gen_ai.usage.input_tokens"] = usage.input_tokens
@@ -111,6 +111,17 @@ def build_attributes(
     if model:
         attrs["gen_ai.request.model"] = model
     return attrs
+
+
+def _cache_attributes(stats: MemoryStats) -> dict[str, Any]:
+    """The memory's figures of the conversation and its prompt cache, where known."""
+    figures = {
+        "contextfold.conversation.tokens": stats.total_tokens,
+        "contextfold.cache.stable_prefix_tokens": stats.stable_prefix_tokens,
+        "contextfold.cost.estimated_usd": stats.estimated_cost_usd,
+        "contextfold.cost.full_history_usd": stats.full_history_cost_usd,
+    }
+    return {k: v for k, v in figures.items() if v is not None}
 
 
 def record_build(
