@@ -7,6 +7,7 @@ compacts once, down to ``compact_to``, so the following requests can append agai
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 
@@ -268,3 +269,18 @@ def test_cleared_outputs_stay_cleared_while_the_context_fits() -> None:
         state = result.state
     assert first is not None
     assert StrategyState.from_dict(state.to_dict()).pruned_through == state.pruned_through
+
+
+def test_a_cold_cache_moves_the_window_early_to_the_lower_mark() -> None:
+    """Nothing cached is lost once the cache has expired, so the move need not wait."""
+    history = chat(30)
+    window = SlidingWindow(200, compact_to=0.5)
+    state = StrategyState()
+    for end in range(2, 29, 2):
+        state = run(window, history[:end], counter=TEN, state=state).state
+    warm = run(window, history[:30], counter=TEN, state=state)
+    assert warm.tokens > 100  # warm: it keeps appending while it fits
+    cold = run(window, history[:30], counter=TEN, state=dataclasses.replace(state, cache_cold=True))
+    assert cold.tokens <= 100  # cold: down to the mark now
+    assert any("prompt cache had expired" in n for n in cold.notes)
+    assert not cold.state.cache_cold  # set per build, never carried
