@@ -222,12 +222,9 @@ class SummarizingStrategy(BudgetedStrategy):
         """Most tokens a summary may take: what the budget leaves beside the prefix and the
         newest unit, or, below a lower mark, what the mark leaves, so that the next turns
         can append to the compacted context instead of compacting again."""
-        target = self._target(budget)
         room = summary_room(st.history, st.prefix_len, st.cuts, st.counter, budget, st.placement)
-        if target >= budget:
-            return room
-        low = summary_room(st.history, st.prefix_len, st.cuts, st.counter, target, st.placement)
-        return min(room, low) if low > 0 else room
+        low = room - (budget - self._target(budget))  # the room shrinks as the budget does
+        return low if low > 0 else room
 
     def _summary_request(
         self,

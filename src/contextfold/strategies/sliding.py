@@ -145,12 +145,9 @@ class SlidingWindow(ToolBudget, FrozenConfig):
             fit = fit_anchored(messages, state.window, self.max_tokens, counter, reserved=reserved)
         note = "appended to the previous window"
         # A cold cache makes a move free: take it now rather than at the budget.
-        cold = state.cache_cold and fit is not None
-        if (
-            cold
-            and fit is not None
-            and fit.tokens + reserved > low_mark(self.max_tokens, self.compact_to)
-        ):
+        low = low_mark(self.max_tokens, self.compact_to)
+        cold = fit is not None and state.cache_cold and fit.tokens + reserved > low
+        if cold:
             fit = None
         if fit is None:
             fit, note = self._compact(messages, counter, reserved)
