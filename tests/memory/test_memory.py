@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from contextfold.checkpoints import CheckpointRecord
@@ -854,6 +854,8 @@ def test_checkpoint_builds_read_only_after_the_checkpoint() -> None:
     budget=st.integers(80, 900),
     system=st.booleans(),
 )
+# A kept request older than the units the newest turn needs: the read must reach the anchor.
+@example(plan=[("chat", 1), ("tools", 1), ("chat", 1)], budget=142, system=True)
 def test_windowed_reads_build_what_the_full_history_builds(
     plan: list[tuple[str, int]], budget: int, system: bool
 ) -> None:

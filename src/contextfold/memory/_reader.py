@@ -19,7 +19,12 @@ from contextfold.errors import PairingError, StoreError
 from contextfold.memory._ops import CoreGen, Read
 from contextfold.messages import Message
 from contextfold.stores.base import StoredMessage
-from contextfold.strategies.base import Strategy, bounded_window, checkpoint_applies
+from contextfold.strategies.base import (
+    Strategy,
+    StrategyState,
+    bounded_window,
+    checkpoint_applies,
+)
 from contextfold.strategies.sliding import fit_tail
 from contextfold.tokens.base import TokenCounter
 from contextfold.turns import newest_request, prefix_length
@@ -60,6 +65,7 @@ class HistoryReader:
     prefix_done: bool
     seg: list[Message]  # messages with seqs seg_start .. seg_end
     seg_start: int
+    state: StrategyState
 
     @property
     def seg_end(self) -> int:
@@ -134,6 +140,36 @@ class HistoryReader:
             page *= 2
             lo = max(floor, lo - page)
 
+    def _reach_anchor(self, start: int, last: int, budget: int) -> CoreGen[int]:
+        """``start``, or earlier so the read holds the messages the window is anchored on.
+
+        A cache-stable window starts where the previous one did (its anchor), which can be
+        older than what the newest units need: without it the strategy would move the window
+        where a build over the whole history would not. An anchor that can still be used is
+        within ``budget`` tokens of the end, so reading stops there.
+        """
+        anchor = self.state.window
+        if anchor is None:
+            return start
+        wanted = (
+            {anchor.start_id}
+            if anchor.request_id is None
+            else {
+                anchor.start_id,
+                anchor.request_id,
+            }
+        )
+        floor = len(self.prefix) + 1
+        page = _FIRST_PAGE
+        while start > floor:
+            tail = self.seg[start - self.seg_start :]
+            if wanted <= {m.id for m in tail} or self.counter.count_messages(tail) > budget:
+                break
+            start = max(floor, start - page)
+            page *= 2
+            yield from self._ensure(start, last)
+        return start
+
     def _window_reach(self, budget: int) -> int | None:
         """Where in the cached segment to read from, or None when more must be read first.
 
@@ -177,6 +213,7 @@ class HistoryReader:
             budget = self._window_budget()
             if budget is not None and last >= floor:
                 start = yield from self._window_start(last, budget)
+                start = yield from self._reach_anchor(start, last, budget)
         if last < floor:
             self.seg, self.seg_start = [], floor
         else:
