@@ -704,7 +704,9 @@ def test_open_restores_a_sqlite_conversation(tmp_path: Path) -> None:
     assert fake.calls == calls  # the stored checkpoint is reused after a restart
     assert texts(ctx) == texts(before)
     assert len(reopened.read_messages()) == 61
-    assert ctx.stats.total_tokens is None  # built on the checkpoint: the total needs a read
+    # Built on the checkpoint, without reading the log: the total is the store's tally.
+    assert ctx.stats.total_tokens == before.stats.total_tokens
+    assert ctx.stats.total_tokens == reopened.counter.count_messages(reopened.read_messages())
     assert reopened.count_totals(ctx.stats).total_tokens == before.stats.total_tokens
     reopened.store.close()
 
@@ -1232,6 +1234,12 @@ async def test_async_only_store() -> None:
     fresh = await ConversationMemory.aopen(store, conversation_id="c", strategy=SlidingWindow(100))
     stats = (await fresh.abuild_context()).stats
     assert stats.context_message_count < 41
+    # The writer's appends kept the store's running total: known without reading the log.
+    assert stats.total_tokens == fresh.counter.count_messages(chat(20))
+    assert fresh.count_totals(stats) == stats  # nothing to count, so no sync I/O either
+    await store.aappend("d", chat(20))  # written without counts: no running total
+    fresh = await ConversationMemory.aopen(store, conversation_id="d", strategy=SlidingWindow(100))
+    stats = (await fresh.abuild_context()).stats
     assert stats.total_tokens is None  # reading it does no I/O, sync or not
     with pytest.raises(StoreError, match="async-only"):
         fresh.count_totals(stats)  # counting would need a sync read

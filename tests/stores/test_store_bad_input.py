@@ -256,6 +256,7 @@ def test_sqlite_migrations_are_recorded_once(tmp_path: Path) -> None:
         (3, "0003_message_search"),
         (4, "0004_conversation_state"),
         (5, "0005_message_ids"),
+        (6, "0006_token_tallies"),
     ]
 
 
@@ -301,6 +302,7 @@ def test_postgres_refuses_a_newer_schema(postgres_backend: Any) -> None:
         (2, "0002_message_search"),
         (3, "0003_conversation_state"),
         (4, "0004_message_ids"),
+        (5, "0005_token_tallies"),
     ]
     assert [s.message.text for s in persistent_backend.open().read("c")] == ["kept"]
 

@@ -147,6 +147,7 @@ class MemoryCore(Searcher, Totals):
         self.seg_start = 1
         self.total: int | None = None  # tokens of seqs 1..total_upto, once known
         self.total_upto = 0
+        self.tally_read = False
         self.ledger = Ledger()
         self.last_stats: MemoryStats | None = None
         # This conversation's strategy state (failure streaks, where the window begins):

@@ -12,7 +12,6 @@ from contextfold.errors import ConfigError, FormatError, StoreError
 from contextfold.memory._context import Context, ContextPlan
 from contextfold.memory._core import MemoryCore
 from contextfold.memory._ops import (
-    Append,
     CoreGen,
     Delete,
     LastSeq,
@@ -316,7 +315,7 @@ class ConversationMemory:
                 )
         if not messages:
             return []
-        seqs: list[int] = yield Append(messages)
+        seqs: list[int] = yield self._core.append_op(messages)
         if len(seqs) != len(messages):
             raise StoreError(
                 f"the store returned {len(seqs)} sequence numbers for {len(messages)} messages"

@@ -22,10 +22,13 @@ from contextfold.messages import Message
 from contextfold.stores.base import (
     AsyncStore,
     Store,
+    Tally,
     has_async_search,
     has_async_state_log,
+    has_async_tally_log,
     has_search,
     has_state_log,
+    has_tally_log,
 )
 from contextfold.strategies.base import SummaryCall
 from contextfold.strategies.run import acall_summarizer, call_summarizer
@@ -65,8 +68,29 @@ class Lock:
 
 @dataclass(frozen=True, slots=True)
 class Append:
+    """Append; with ``counter``, ``tokens`` (one per message) move that counter's tally."""
+
     messages: tuple[Message, ...]
+    counter: str | None = None
+    tokens: tuple[int, ...] = ()
     what = "append messages"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadTally:
+    """Read a counter's running total (None from a store that keeps none)."""
+
+    counter: str
+    what = "read the running token total"
+
+
+@dataclass(frozen=True, slots=True)
+class SaveTally:
+    """Save a counter's running total (nothing happens on a store that keeps none)."""
+
+    counter: str
+    tally: Tally
+    what = "save the running token total"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +124,18 @@ class Search:
 
 
 _StoreOp = Union[  # noqa: UP007
-    LastSeq, Read, Latest, Commit, Lock, Append, Delete, LoadState, SaveState, Search
+    LastSeq,
+    Read,
+    Latest,
+    Commit,
+    Lock,
+    Append,
+    Delete,
+    LoadState,
+    SaveState,
+    Search,
+    LoadTally,
+    SaveTally,
 ]
 
 #: What the core yields: a store operation, or a strategy's summary call passed through.
@@ -171,9 +206,15 @@ def _sync_op(store: Store, cid: str, op: _StoreOp) -> Any:
     if isinstance(op, Commit):
         return store.append_checkpoint(cid, op.record, expected_previous=op.expected_previous)
     if isinstance(op, Append):
+        if op.counter is not None and has_tally_log(store):
+            return store.append_counted(cid, op.messages, counter=op.counter, tokens=op.tokens)
         return store.append(cid, op.messages)
     if isinstance(op, Delete):
         return store.delete(cid)
+    if isinstance(op, LoadTally):
+        return store.load_tally(cid, op.counter) if has_tally_log(store) else None
+    if isinstance(op, SaveTally):
+        return store.save_tally(cid, op.counter, op.tally) if has_tally_log(store) else None
     if isinstance(op, LoadState):
         return store.load_state(cid) if has_state_log(store) else None
     if isinstance(op, SaveState):
@@ -197,9 +238,19 @@ async def _async_op(store: AsyncStore, cid: str, op: _StoreOp) -> Any:
             cid, op.record, expected_previous=op.expected_previous
         )
     if isinstance(op, Append):
+        if op.counter is not None and has_async_tally_log(store):
+            return await store.aappend_counted(
+                cid, op.messages, counter=op.counter, tokens=op.tokens
+            )
         return await store.aappend(cid, op.messages)
     if isinstance(op, Delete):
         return await store.adelete(cid)
+    if isinstance(op, LoadTally):
+        return await store.aload_tally(cid, op.counter) if has_async_tally_log(store) else None
+    if isinstance(op, SaveTally):
+        if has_async_tally_log(store):
+            await store.asave_tally(cid, op.counter, op.tally)
+        return None
     if isinstance(op, LoadState):
         return await store.aload_state(cid) if has_async_state_log(store) else None
     if isinstance(op, SaveState):

@@ -8,14 +8,16 @@ they do no I/O themselves, only yield store operations.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from contextfold.errors import ConfigError, StoreError
-from contextfold.memory._ops import CoreGen, LastSeq
+from contextfold.memory._ops import Append, CoreGen, LastSeq, LoadTally, SaveTally
 from contextfold.memory._stats import BuildRecord, Ledger, MemoryStats, with_record
 from contextfold.messages import Message
-from contextfold.tokens.base import TokenCounter
+from contextfold.stores.base import Tally
+from contextfold.tokens.base import TokenCounter, tally_name
 
 _COUNT_PAGE = 2048  # rows per read while counting a stored history
 
@@ -29,6 +31,55 @@ class Totals:
     total_upto: int
     seg: list[Message]
     seg_start: int
+    #: Whether the store's tally was read yet (once per memory, see :meth:`_stored_total`).
+    tally_read: bool
+
+    @property
+    def tally_counter(self) -> str | None:
+        """The name the store keeps this memory's running total under (None: not kept)."""
+        name: str | None = self.__dict__.get("_tally_counter", "")
+        if name == "":
+            name = tally_name(self.counter)
+            self.__dict__["_tally_counter"] = name
+        return name
+
+    def append_op(self, messages: tuple[Message, ...]) -> Append:
+        """The append of ``messages``, carrying their counts so the store's tally moves."""
+        counter = self.tally_counter
+        if counter is None:
+            return Append(messages)
+        count = self.counter.count_message
+        tokens = tuple(count(m) for m in messages)
+        if not all(type(n) is int and n >= 0 for n in tokens):
+            return Append(messages)  # a counter of fractions: the store keeps whole tokens
+        return Append(messages, counter, tokens)
+
+    def _stored_total(self, last: int) -> CoreGen[None]:
+        """Start the running total from the store's tally, once (a store without one: no-op).
+
+        A tally is a cache of the immutable log, so one that covers no more than ``last``
+        messages is exactly their total; the messages after it are counted on demand.
+        """
+        if self.tally_read or self.total is not None:
+            return
+        self.tally_read = True
+        counter = self.tally_counter
+        if counter is None:
+            return
+        try:
+            tally: Tally | None = yield LoadTally(counter)
+        except StoreError:
+            return  # a running total only spares a count; without it the count is made
+        if tally is not None and tally.upto_seq <= last:
+            self.total, self.total_upto = tally.tokens, tally.upto_seq
+
+    def _save_total(self) -> CoreGen[None]:
+        """Save the running total for later memories; a failure only costs them a count."""
+        counter = self.tally_counter
+        if counter is None or self.total is None or self.total_upto == 0:
+            return
+        with contextlib.suppress(StoreError):
+            yield SaveTally(counter, Tally(self.total_upto, self.total))
 
     if TYPE_CHECKING:
 
@@ -40,11 +91,20 @@ class Totals:
         """Keep the running total of the stored history current; None while unknown.
 
         ``known`` is the total the build already has for ``last`` (see :meth:`_free_total`).
+        The store's tally starts it otherwise, when the messages after the tally are few
+        enough to count within a build (:data:`_COUNT_PAGE`); more are left to
+        :meth:`count_history`, so a build never reads the whole log.
         """
         if self.total is None:
             if known is not None:
                 self.total, self.total_upto = known, last
+                return self.total
+            yield from self._stored_total(last)
+            if self.total is None or last - self.total_upto > _COUNT_PAGE:
+                return None
+        if self.total_upto >= last:
             return self.total
+        read = False
         count = self.counter.count_message
         seq = self.total_upto + 1
         while seq <= last:
@@ -59,12 +119,20 @@ class Totals:
             rows = yield from self._read(seq - 1, stop - seq + 1)
             self.total += self.counter.count_messages(rows)
             seq = stop + 1
+            read = True
         self.total_upto = max(self.total_upto, last)
+        if read:
+            yield from self._save_total()
         return self.total
 
     def count_history(self, ledger: Ledger | None = None) -> CoreGen[int]:
-        """Count the whole stored history once, filling every pending ledger total."""
+        """Count the whole stored history once, filling every pending ledger total.
+
+        Counting starts at the running total (or the store's tally) when no pending build
+        needs a total from before it.
+        """
         last: int = yield LastSeq()
+        yield from self._stored_total(last)
         pending: dict[int, list[BuildRecord]] = {}
         for led in (self.ledger, ledger):
             if led is None:
@@ -94,7 +162,10 @@ class Totals:
                 seq += 1
         if pending:  # a build saw more messages than are stored now: the log was cleared
             raise StoreError("the stored conversation is shorter than when it was built")
+        counted = last > upto
         self.total, self.total_upto = running, last
+        if counted:
+            yield from self._save_total()
         self.ledger.settle()
         if ledger is not None:
             ledger.settle()

@@ -26,7 +26,8 @@ from contextfold.stores._codec import (
     encode_state,
 )
 from contextfold.stores._search import LogIndexes, check_search_args, op_index_search
-from contextfold.stores.base import StoredMessage
+from contextfold.stores._tally import Counted, check_counted, check_counter, check_tally
+from contextfold.stores.base import StoredMessage, Tally
 
 __all__ = ["LockingOpStore", "OpStore"]
 
@@ -60,12 +61,23 @@ class OpStore(ABC):
         """Async :meth:`_run`."""
 
     @abstractmethod
-    def _op_append(self, cid: str, payloads: list[str], ids: list[str]) -> Flow[list[int]]:
+    def _op_append(
+        self, cid: str, payloads: list[str], ids: list[str], counted: Counted | None
+    ) -> Flow[list[int]]:
         """Store the encoded ``payloads`` whose ``ids`` are new; every message's seq.
 
         A message whose id the conversation already holds is acknowledged with its stored
-        seq (see :mod:`contextfold.stores._idempotent`).
+        seq (see :mod:`contextfold.stores._idempotent`). With ``counted``, the counter's
+        tally moves forward in the same transaction (see :mod:`contextfold.stores._tally`).
         """
+
+    @abstractmethod
+    def _op_load_tally(self, cid: str, counter: str) -> Flow[Tally | None]:
+        """The counter's running total, None when none is kept."""
+
+    @abstractmethod
+    def _op_save_tally(self, cid: str, counter: str, tally: Tally) -> Flow[None]:
+        """Keep ``tally`` unless the stored one reaches as far or it passes the log's end."""
 
     @abstractmethod
     def _op_read(self, cid: str, after_seq: int, limit: int | None) -> Flow[list[StoredMessage]]:
@@ -159,12 +171,76 @@ class OpStore(ABC):
         stored seq is returned, so retrying an append whose reply was lost is safe. An empty
         batch returns ``[]`` without touching the database.
         """
+        return self._append(conversation_id, messages, None)
+
+    def append_counted(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        /,
+        *,
+        counter: str,
+        tokens: Sequence[int],
+    ) -> list[int]:
+        """:meth:`append`, moving ``counter``'s running total (see :class:`TallyLog`)."""
+        counted = check_counted(counter, tokens, _size(messages))
+        return self._append(conversation_id, messages, counted)
+
+    def load_tally(self, conversation_id: str, counter: str, /) -> Tally | None:
+        """``counter``'s running total of the conversation, or None."""
+        cid = check_conversation_id(conversation_id)
+        return self._run(self._op_load_tally(cid, check_counter(counter)), "load_tally", cid)
+
+    def save_tally(self, conversation_id: str, counter: str, tally: Tally, /) -> None:
+        """Keep ``tally`` unless the stored one reaches as far or it passes the log's end."""
+        cid = check_conversation_id(conversation_id)
+        op = self._op_save_tally(cid, check_counter(counter), check_tally(tally))
+        self._run(op, "save_tally", cid, write=True)
+
+    async def aappend_counted(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        /,
+        *,
+        counter: str,
+        tokens: Sequence[int],
+    ) -> list[int]:
+        """Async :meth:`append_counted`."""
+        counted = check_counted(counter, tokens, _size(messages))
+        return await self._aappend(conversation_id, messages, counted)
+
+    async def aload_tally(self, conversation_id: str, counter: str, /) -> Tally | None:
+        """Async :meth:`load_tally`."""
+        cid = check_conversation_id(conversation_id)
+        op = self._op_load_tally(cid, check_counter(counter))
+        return await self._arun(op, "load_tally", cid)
+
+    async def asave_tally(self, conversation_id: str, counter: str, tally: Tally, /) -> None:
+        """Async :meth:`save_tally`."""
+        cid = check_conversation_id(conversation_id)
+        op = self._op_save_tally(cid, check_counter(counter), check_tally(tally))
+        await self._arun(op, "save_tally", cid, write=True)
+
+    def _append(
+        self, conversation_id: str, messages: Sequence[Message], counted: Counted | None
+    ) -> list[int]:
         cid = check_conversation_id(conversation_id)
         payloads = encode_messages(cid, messages)
         if not payloads:
             return []
-        op = self._op_append(cid, payloads, [m.id for m in messages])
+        op = self._op_append(cid, payloads, [m.id for m in messages], counted)
         return self._run(op, "append", cid, write=self._append_write)
+
+    async def _aappend(
+        self, conversation_id: str, messages: Sequence[Message], counted: Counted | None
+    ) -> list[int]:
+        cid = check_conversation_id(conversation_id)
+        payloads = encode_messages(cid, messages)
+        if not payloads:
+            return []
+        op = self._op_append(cid, payloads, [m.id for m in messages], counted)
+        return await self._arun(op, "append", cid, write=self._append_write)
 
     def read(
         self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
@@ -240,12 +316,7 @@ class OpStore(ABC):
 
     async def aappend(self, conversation_id: str, messages: Sequence[Message], /) -> list[int]:
         """Async :meth:`append`."""
-        cid = check_conversation_id(conversation_id)
-        payloads = encode_messages(cid, messages)
-        if not payloads:
-            return []
-        op = self._op_append(cid, payloads, [m.id for m in messages])
-        return await self._arun(op, "append", cid, write=self._append_write)
+        return await self._aappend(conversation_id, messages, None)
 
     async def aread(
         self, conversation_id: str, /, *, after_seq: int = 0, limit: int | None = None
@@ -293,6 +364,11 @@ class OpStore(ABC):
         """Async :meth:`delete`."""
         cid = check_conversation_id(conversation_id)
         await self._arun(self._op_delete(cid), "delete", cid, write=True)
+
+
+def _size(messages: object) -> int:
+    """The batch size for checking counts (a non-sequence is refused by the encoder)."""
+    return len(messages) if isinstance(messages, Sequence) else 0
 
 
 class LockingOpStore(OpStore):

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from contextfold.stores._sql import Dialect, Migration
+from contextfold.stores._tally import tally_sql
 from contextfold.stores.base import StoreConfigError
 
 __all__ = ["check_identifier", "postgres_dialect", "sqlite_dialect"]
@@ -64,6 +65,17 @@ def _sqlite_migrations() -> tuple[Migration, ...]:
                 " SELECT key >> 32, json_extract(data, '$.id'), key & 4294967295"
                 " FROM contextfold_messages"
                 " WHERE json_valid(data) AND json_type(data, '$.id') = 'text' ORDER BY key",
+            ),
+        ),
+        # Running token totals per conversation and token counter (see stores._tally).
+        Migration(
+            6,
+            "0006_token_tallies",
+            (
+                "CREATE TABLE IF NOT EXISTS contextfold_tallies ("
+                " conversation_id TEXT NOT NULL, counter TEXT NOT NULL,"
+                " upto_seq INTEGER NOT NULL, tokens INTEGER NOT NULL,"
+                " PRIMARY KEY (conversation_id, counter)) WITHOUT ROWID",
             ),
         ),
     )
@@ -189,6 +201,7 @@ def _sqlite_checkpoint_and_lock_sql() -> dict[str, Any]:
             "DELETE FROM contextfold_checkpoints WHERE conversation_id = ?",
             "DELETE FROM contextfold_locks WHERE conversation_id = ?",
             "DELETE FROM contextfold_state WHERE conversation_id = ?",
+            "DELETE FROM contextfold_tallies WHERE conversation_id = ?",
             "DELETE FROM contextfold_message_ids"
             " WHERE conv = (SELECT num FROM contextfold_conversations WHERE id = ?)",
             "DELETE FROM contextfold_conversations WHERE id = ?",
@@ -205,6 +218,7 @@ def _sqlite_checkpoint_and_lock_sql() -> dict[str, Any]:
             " SET token = excluded.token, expires_at = excluded.expires_at"
         ),
         "release_lock": "DELETE FROM contextfold_locks WHERE conversation_id = ? AND token = ?",
+        **tally_sql("contextfold_tallies", "?"),
     }
 
 
@@ -215,6 +229,7 @@ _SQLITE_LAYOUT = (
     ("contextfold_locks", ("conversation_id", "token", "expires_at")),
     ("contextfold_state", ("conversation_id", "data")),
     ("contextfold_message_ids", ("conv", "id", "seq")),
+    ("contextfold_tallies", ("conversation_id", "counter", "upto_seq", "tokens")),
 )
 
 
@@ -248,7 +263,9 @@ def check_identifier(name: str, what: str) -> str:
     return name
 
 
-def _postgres_migrations(conv: str, msgs: str, ckpts: str, state: str) -> tuple[Migration, ...]:
+def _postgres_migrations(
+    conv: str, msgs: str, ckpts: str, state: str, tallies: str
+) -> tuple[Migration, ...]:
     return (
         Migration(
             1,
@@ -284,6 +301,17 @@ def _postgres_migrations(conv: str, msgs: str, ckpts: str, state: str) -> tuple[
                 " WHERE message_id IS NULL AND left(data, 1) = '{'",
                 f"CREATE INDEX IF NOT EXISTS contextfold_messages_message_id"
                 f" ON {msgs} (conversation_id, message_id)",
+            ),
+        ),
+        # Running token totals per conversation and token counter (see stores._tally).
+        Migration(
+            5,
+            "0005_token_tallies",
+            (
+                f"CREATE TABLE IF NOT EXISTS {tallies} ("
+                " conversation_id TEXT NOT NULL, counter TEXT NOT NULL,"
+                " upto_seq BIGINT NOT NULL, tokens BIGINT NOT NULL,"
+                " PRIMARY KEY (conversation_id, counter))",
             ),
         ),
     )
@@ -356,6 +384,7 @@ _POSTGRES_LAYOUT = (
     ("contextfold_messages", ("conversation_id", "seq", "data", "message_id")),
     ("contextfold_checkpoints", ("conversation_id", "n", "id", "data")),
     ("contextfold_state", ("conversation_id", "data")),
+    ("contextfold_tallies", ("conversation_id", "counter", "upto_seq", "tokens")),
 )
 
 
@@ -366,11 +395,12 @@ def postgres_dialect(schema: str) -> Dialect:
     msgs = f'"{s}".contextfold_messages'
     ckpts = f'"{s}".contextfold_checkpoints'
     state = f'"{s}".contextfold_state'
+    tallies = f'"{s}".contextfold_tallies'
     table = f'"{s}".contextfold_schema'
     latest = f"FROM {ckpts} WHERE conversation_id = %s ORDER BY n DESC LIMIT 1"
     return Dialect(
         name="postgres",
-        migrations=_postgres_migrations(conv, msgs, ckpts, state),
+        migrations=_postgres_migrations(conv, msgs, ckpts, state, tallies),
         layout=_POSTGRES_LAYOUT,
         select_columns=(
             "SELECT lower(column_name) FROM information_schema.columns"
@@ -415,6 +445,7 @@ def postgres_dialect(schema: str) -> Dialect:
             f"DELETE FROM {msgs} WHERE conversation_id = %s",
             f"DELETE FROM {ckpts} WHERE conversation_id = %s",
             f"DELETE FROM {state} WHERE conversation_id = %s",
+            f"DELETE FROM {tallies} WHERE conversation_id = %s",
             f"DELETE FROM {conv} WHERE id = %s",
         ),
         select_state=f"SELECT data FROM {state} WHERE conversation_id = %s",
@@ -423,4 +454,5 @@ def postgres_dialect(schema: str) -> Dialect:
             " ON CONFLICT (conversation_id) DO UPDATE SET data = EXCLUDED.data"
         ),
         **_postgres_append_sql(conv, msgs),
+        **tally_sql(tallies, "%s"),
     )

@@ -37,11 +37,13 @@ class AppendPlan(Generic[P]):
         seqs: the sequence number of every message of the batch, in order (stored or new).
         fresh: the payloads to store, in order; they take ``last + 1`` onwards.
         fresh_ids: the ids of ``fresh``.
+        fresh_at: the batch position of each of ``fresh``.
     """
 
     seqs: list[int]
     fresh: list[P]
     fresh_ids: list[str]
+    fresh_at: list[int]
 
 
 def plan_append(
@@ -68,8 +70,9 @@ def plan_append(
     seqs: list[int] = []
     fresh: list[P] = []
     fresh_ids: list[str] = []
+    fresh_at: list[int] = []
     batch: dict[str, tuple[int, P]] = {}
-    for msg_id, payload in zip(ids, payloads, strict=True):
+    for index, (msg_id, payload) in enumerate(zip(ids, payloads, strict=True)):
         known = stored.get(msg_id)
         if known is None:
             earlier = batch.get(msg_id)
@@ -78,6 +81,7 @@ def plan_append(
                 batch[msg_id] = (last, payload)
                 fresh.append(payload)
                 fresh_ids.append(msg_id)
+                fresh_at.append(index)
                 seqs.append(last)
                 continue
             known = earlier
@@ -85,7 +89,7 @@ def plan_append(
         if old is not None and old != payload:
             raise id_conflict(conversation_id, msg_id, seq)
         seqs.append(seq)
-    return AppendPlan(seqs, fresh, fresh_ids)
+    return AppendPlan(seqs, fresh, fresh_ids, fresh_at)
 
 
 def id_conflict(conversation_id: str, msg_id: str, seq: int) -> StoreError:

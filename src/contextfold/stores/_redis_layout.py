@@ -4,7 +4,9 @@ Layout 2, under a key prefix ``P``:
 
 * ``P:{E}:m`` the message list, ``P:{E}:ids`` a hash of message id -> seq, ``P:{E}:k`` the
   checkpoint list, ``P:{E}:latest`` the newest checkpoint's id, ``P:{E}:lock`` the compaction
-  lock, where ``E`` is the conversation id with ``%``, ``{`` and ``}`` percent-encoded;
+  lock, ``P:{E}:state`` the strategy state, ``P:{E}:tally`` a hash of token counter ->
+  ``"<upto_seq> <tokens>"`` (the running totals of :mod:`contextfold.stores._tally`), where
+  ``E`` is the conversation id with ``%``, ``{`` and ``}`` percent-encoded;
 * ``P:conversations`` the set of conversation ids and ``P:schema_version`` the layout.
 
 The braces are a Redis Cluster hash tag: every key of one conversation lives in one slot, so
@@ -39,7 +41,9 @@ T = TypeVar("T")
 SCHEMA_VERSION = 2
 
 #: Conversation keys, one slot per conversation.
-SUFFIXES = ("m", "ids", "k", "latest", "lock", "state")
+SUFFIXES = ("m", "ids", "k", "latest", "lock", "state", "tally")
+#: Keys layout 1 did not have (the migration has nothing to move for them).
+_NEW_IN_LAYOUT_2 = ("ids", "tally")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +89,10 @@ def old_conversation_key(prefix: str, conversation_id: str, suffix: str) -> str:
     return f"{prefix}:c:{conversation_id}:{suffix}"
 
 
-# KEYS: messages, ids. ARGV: n, n ids, n payloads. Returns {0, seq...} or, when an id is
-# stored (or repeated) with other content, {1, index, seq} having written nothing.
+# KEYS: messages, ids, tallies. ARGV: n, n ids, n payloads, a counter name ('' for none),
+# then (with a counter) n token counts. Returns {0, seq...} or, when an id is stored (or
+# repeated) with other content, {1, index, seq} having written nothing. The counter's tally
+# moves by the stored messages' tokens when it covered the log's end (or the log was empty).
 _APPEND = """
 local n = tonumber(ARGV[1])
 local base = redis.call('LLEN', KEYS[1])
@@ -119,11 +125,43 @@ for s = 1, #fresh, 1000 do
   end
   redis.call('RPUSH', KEYS[1], unpack(chunk))
 end
+local added = 0
 for i = 1, n do
   local id = ARGV[1 + i]
-  if batch[id] then redis.call('HSETNX', KEYS[2], id, batch[id]) end
+  if batch[id] then
+    if redis.call('HSETNX', KEYS[2], id, batch[id]) == 1 and ARGV[2 + 2 * n] ~= '' then
+      added = added + tonumber(ARGV[2 + 2 * n + i])
+    end
+  end
+end
+local counter = ARGV[2 + 2 * n]
+if counter ~= '' and #fresh > 0 then
+  local held, upto, tokens = redis.call('HGET', KEYS[3], counter), -1, 0
+  if held then
+    local sep = string.find(held, ' ', 1, true)
+    upto, tokens = tonumber(string.sub(held, 1, sep - 1)), tonumber(string.sub(held, sep + 1))
+  end
+  if base == 0 then
+    redis.call('HSET', KEYS[3], counter, (base + #fresh) .. ' ' .. added)
+  elseif upto == base then
+    redis.call('HSET', KEYS[3], counter, (base + #fresh) .. ' ' .. (tokens + added))
+  end
 end
 return seqs
+"""
+
+# KEYS: messages, tallies. ARGV: counter, upto_seq, tokens. Keeps the tally unless the stored
+# one reaches as far or it passes the log's end.
+_SAVE_TALLY = """
+local upto = tonumber(ARGV[2])
+if upto > redis.call('LLEN', KEYS[1]) then return 0 end
+local held = redis.call('HGET', KEYS[2], ARGV[1])
+if held then
+  local sep = string.find(held, ' ', 1, true)
+  if tonumber(string.sub(held, 1, sep - 1)) >= upto then return 0 end
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. ' ' .. ARGV[3])
+return 1
 """
 
 _COMMIT_CHECKPOINT = """
@@ -179,6 +217,7 @@ def _script(source: str) -> tuple[str, str]:
 
 SCRIPTS = {
     "append": _script(_APPEND),
+    "save_tally": _script(_SAVE_TALLY),
     "commit": _script(_COMMIT_CHECKPOINT),
     "latest": _script(_LATEST_CHECKPOINT),
     "release": _script(_RELEASE_LOCK),
@@ -203,7 +242,7 @@ def op_migrate_v1(prefix: str, conversation_ids: list[str]) -> RedisOp[None]:
     Safe to run twice or from several processes at once: a key already moved is left alone
     and the first seq of an id wins. The caller records the new version afterwards.
     """
-    old_suffixes = [s for s in SUFFIXES if s != "ids"]
+    old_suffixes = [s for s in SUFFIXES if s not in _NEW_IN_LAYOUT_2]
     for cid in conversation_ids:
         keys = [old_conversation_key(prefix, cid, s) for s in old_suffixes]
         keys += [conversation_key(prefix, cid, s) for s in old_suffixes]

@@ -7,10 +7,8 @@ transaction; :func:`run_sync` works with any DB-API cursor (``sqlite3``, psycopg
 database, so the rules (sequence numbering, the checkpoint commit check, migrations) live in
 one place and the backends only differ in how they talk to their server.
 
-Schema changes are named migrations recorded in a ``contextfold_schema`` table. They are
-applied inside one write transaction, so they are all-or-nothing, and running them again does
-nothing. A database that records a migration this version does not know (written by a newer
-contextfold) is refused with :class:`StoreError` rather than read wrongly.
+Schema changes are named migrations recorded in a ``contextfold_schema`` table, applied by
+:mod:`contextfold.stores._sql_schema`.
 """
 
 from __future__ import annotations
@@ -28,8 +26,9 @@ from contextfold.errors import StoreError
 from contextfold.stores._backend import OpStore
 from contextfold.stores._checks import check_checkpoint_commit
 from contextfold.stores._codec import decode_checkpoint, decode_rows
-from contextfold.stores._idempotent import plan_append
-from contextfold.stores.base import StoredMessage
+from contextfold.stores._idempotent import AppendPlan, plan_append
+from contextfold.stores._tally import Counted, added_tokens
+from contextfold.stores.base import StoredMessage, Tally
 
 T = TypeVar("T")
 
@@ -116,103 +115,30 @@ class Dialect:
     count_word: str = ""
     #: Columns of ``layout`` that a migration after the first adds to an existing table.
     later_columns: frozenset[str] = frozenset()
+    #: Running token totals (see :mod:`contextfold.stores._tally`): read one, move one
+    #: forward when it covered the log's end, keep one unless the stored one reaches as far.
+    select_tally: str = ""
+    advance_tally: str = ""
+    upsert_tally: str = ""
 
 
 # -- operations --------------------------------------------------------------------------
 
 
-def op_schema_current(d: Dialect) -> Op[bool]:
-    """True when every known migration is applied (read-only; raises on a newer schema)."""
-    rows = yield Query(d.schema_table_exists)
-    if not rows or not rows[0][0]:
-        return False
-    applied = yield Query(d.select_schema)
-    if _missing(d, applied):
-        return False
-    yield from op_check_layout(d)
-    return True
-
-
-def op_migrate(d: Dialect) -> Op[list[str]]:
-    """Apply the missing migrations; returns their names. Run inside a write transaction."""
-    if d.migration_lock is not None:
-        yield Query(d.migration_lock)
-    for statement in d.create_schema_table:
-        yield Query(statement)
-    applied = yield Query(d.select_schema)
-    # A table with one of our names that something else created must be refused before a
-    # migration alters or reads it (its columns of later migrations may still be missing).
-    yield from op_check_layout(d, before_migrating=True)
-    names = []
-    for migration in _missing(d, applied):
-        for statement in migration.statements:
-            yield Query(statement)
-        yield Query(d.insert_schema, (migration.version, migration.name))
-        names.append(migration.name)
-    # CREATE TABLE IF NOT EXISTS adopts a table of the same name whatever its columns.
-    yield from op_check_layout(d)
-    return names
-
-
-def op_check_layout(d: Dialect, *, before_migrating: bool = False) -> Op[None]:
-    """Refuse tables of ours that lack a column this version uses.
-
-    A table with one of our names created by something else would otherwise be adopted
-    and marked as migrated, and fail only at the first append (or be read wrongly).
-    ``before_migrating`` checks only the tables that exist, without the columns that later
-    migrations add.
-    """
-    for table, all_columns in d.layout:
-        rows = yield Query(d.select_columns, (table,))
-        found = {str(row[0]).lower() for row in rows}
-        columns = all_columns
-        if before_migrating:
-            if not found:
-                continue
-            columns = tuple(c for c in all_columns if c not in d.later_columns)
-        if not found:
-            raise StoreError(
-                f"the {d.name} store's table {table}{d.layout_scope} is missing although its "
-                "schema is recorded as migrated: refusing to use it"
-            )
-        missing = [c for c in columns if c not in found]
-        if missing:
-            raise StoreError(
-                f"the {d.name} store's table {table}{d.layout_scope} has another layout: it "
-                f"lacks the column(s) {', '.join(missing)} (has {', '.join(sorted(found))}); "
-                "was it created by another application? Refusing to use it"
-            )
-
-
-def _missing(d: Dialect, applied: Rows) -> list[Migration]:
-    known = {m.version: m for m in d.migrations}
-    newest = max(known)
-    for version, name in applied:
-        migration = known.get(int(version))
-        if migration is None:
-            raise StoreError(
-                f"the {d.name} store's schema has migration {version} ({name}), newer than "
-                f"this contextfold knows (up to {newest}); upgrade contextfold to open it"
-            )
-        if migration.name != name:
-            raise StoreError(
-                f"the {d.name} store's schema migration {version} is {name!r}, but this "
-                f"contextfold expects {migration.name!r}: unknown schema, refusing to use it"
-            )
-    done = {int(row[0]) for row in applied}
-    return [m for m in d.migrations if m.version not in done]
-
-
 def op_append(
-    d: Dialect, conversation_id: str, payloads: Sequence[str], ids: Sequence[str]
+    d: Dialect,
+    conversation_id: str,
+    payloads: Sequence[str],
+    ids: Sequence[str],
+    counted: Counted | None = None,
 ) -> Op[list[int]]:
     """Store the messages whose ids are new; every message's seq (one write transaction).
 
     A message whose id the conversation already holds is acknowledged with the seq it was
-    stored under (see :mod:`contextfold.stores._idempotent`).
+    stored under (see :mod:`contextfold.stores._idempotent`); ``counted`` moves a tally.
     """
     if d.packed_keys:
-        return (yield from _append_packed(d, conversation_id, payloads, ids))
+        return (yield from _append_packed(d, conversation_id, payloads, ids, counted))
     # A bump by zero takes the counter row's lock (creating the row if needed), so the id
     # lookup below, a statement of its own, sees every append that committed before ours.
     rows = yield Query(d.bump, (conversation_id, 0))
@@ -230,7 +156,26 @@ def op_append(
             d.insert_messages,
             (new_last, conversation_id, conversation_id, seqs, plan.fresh, plan.fresh_ids),
         )
+        yield from _advance_tally(d, conversation_id, counted, plan, last)
     return plan.seqs
+
+
+def _advance_tally(
+    d: Dialect, cid: str, counted: Counted | None, plan: AppendPlan[str], last: int
+) -> Op[None]:
+    """Move the counter's tally past the stored batch, when it covered the log's end.
+
+    An empty log starts one (any row left is stale); otherwise only a tally at exactly
+    ``last`` moves, so one that fell behind is never moved by a partial sum.
+    """
+    if counted is None or not plan.fresh:
+        return
+    added = added_tokens(counted, plan)
+    new_last = last + len(plan.fresh)
+    if last == 0:
+        yield Query(d.upsert_tally, (cid, counted.counter, new_last, added, MAX_SEQ + 1))
+    else:
+        yield Query(d.advance_tally, (new_last, added, cid, counted.counter, last))
 
 
 def _stored(d: Dialect, params: Sequence[Any]) -> Op[dict[str, tuple[int, str | None]]]:
@@ -240,7 +185,11 @@ def _stored(d: Dialect, params: Sequence[Any]) -> Op[dict[str, tuple[int, str | 
 
 
 def _append_packed(
-    d: Dialect, conversation_id: str, payloads: Sequence[str], ids: Sequence[str]
+    d: Dialect,
+    conversation_id: str,
+    payloads: Sequence[str],
+    ids: Sequence[str],
+    counted: Counted | None,
 ) -> Op[list[int]]:
     """SQLite: keys are ``num << 32 | seq`` and the next seq follows the largest key.
 
@@ -277,6 +226,7 @@ def _append_packed(
         rows_ids = zip(repeat(num), plan.fresh_ids[done : done + n], seqs, strict=False)
         yield Query(_values_insert(d.insert_ids, n, 3), list(chain.from_iterable(rows_ids)))
         done += n
+    yield from _advance_tally(d, conversation_id, counted, plan, last)
     return plan.seqs
 
 
@@ -385,8 +335,20 @@ class SQLOpStore(OpStore):
 
     _dialect: Dialect
 
-    def _op_append(self, cid: str, payloads: list[str], ids: list[str]) -> Op[list[int]]:
-        return op_append(self._dialect, cid, payloads, ids)
+    def _op_append(
+        self, cid: str, payloads: list[str], ids: list[str], counted: Counted | None
+    ) -> Op[list[int]]:
+        return op_append(self._dialect, cid, payloads, ids, counted)
+
+    def _op_load_tally(self, cid: str, counter: str) -> Op[Tally | None]:
+        rows = yield Query(self._dialect.select_tally, (cid, counter))
+        return Tally(int(rows[0][0]), int(rows[0][1])) if rows else None
+
+    def _op_save_tally(self, cid: str, counter: str, tally: Tally) -> Op[None]:
+        last = yield from op_last_seq(self._dialect, cid)
+        if tally.upto_seq <= last:
+            params = (cid, counter, tally.upto_seq, tally.tokens, tally.upto_seq)
+            yield Query(self._dialect.upsert_tally, params)
 
     def _op_read(self, cid: str, after_seq: int, limit: int | None) -> Op[list[StoredMessage]]:
         return op_read(self._dialect, cid, after_seq, limit)

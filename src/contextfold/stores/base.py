@@ -15,7 +15,10 @@ The contract is three small protocols, each with an async twin:
 * :class:`CompactionLock` / :class:`AsyncCompactionLock`: the single-flight lock;
 * :class:`SearchableLog` / :class:`AsyncSearchableLog`: full-text search over the log (what
   :class:`~contextfold.Recall` finds earlier messages with), checked with :func:`has_search`
-  and :func:`has_async_search`.
+  and :func:`has_async_search`;
+* :class:`TallyLog` / :class:`AsyncTallyLog`: running token totals of the log per token
+  counter, kept in the append transaction, so a stored conversation's total is known without
+  reading it (checked with :func:`has_tally_log` and :func:`has_async_tally_log`).
 
 :class:`Store` / :class:`AsyncStore` are all three together, which is what
 :class:`~contextfold.memory.ConversationMemory` and :func:`~contextfold.stores.open_store`
@@ -43,6 +46,7 @@ __all__ = [
     "AsyncSearchableLog",
     "AsyncStateLog",
     "AsyncStore",
+    "AsyncTallyLog",
     "CheckpointLog",
     "CompactionLock",
     "MessageLog",
@@ -51,14 +55,18 @@ __all__ = [
     "Store",
     "StoreConfigError",
     "StoredMessage",
+    "Tally",
+    "TallyLog",
     "has_async_checkpoints",
     "has_async_compaction_lock",
     "has_async_search",
     "has_async_state_log",
+    "has_async_tally_log",
     "has_checkpoints",
     "has_compaction_lock",
     "has_search",
     "has_state_log",
+    "has_tally_log",
 ]
 
 
@@ -198,6 +206,70 @@ class SearchableLog(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """The tokens of a conversation's messages ``1..upto_seq`` under one token counter."""
+
+    upto_seq: int
+    tokens: int
+
+
+@runtime_checkable
+class TallyLog(Protocol):
+    """Running token totals of each conversation, one per token counter.
+
+    A counter is named by a string (see :func:`contextfold.tokens.tally_name`). An append
+    through :meth:`append_counted` carries each message's count and moves the counter's
+    tally forward in the same transaction, when the tally was current (it covered every
+    message before the batch); a tally that fell behind stays where it is until someone who
+    counted the messages in between saves a newer one with :meth:`save_tally`. A tally is
+    only ever a cache of the (immutable) log: it is dropped with the conversation.
+    """
+
+    def append_counted(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        /,
+        *,
+        counter: str,
+        tokens: Sequence[int],
+    ) -> list[int]:
+        """:meth:`MessageLog.append`, moving ``counter``'s tally by the stored messages' tokens.
+
+        ``tokens`` holds one count per message of ``messages``; a message acknowledged as
+        already stored adds nothing.
+        """
+        ...
+
+    def load_tally(self, conversation_id: str, counter: str, /) -> Tally | None:
+        """``counter``'s tally, or None when none is kept."""
+        ...
+
+    def save_tally(self, conversation_id: str, counter: str, tally: Tally, /) -> None:
+        """Keep ``tally`` unless the stored one reaches as far, or it names unstored seqs."""
+        ...
+
+
+@runtime_checkable
+class AsyncTallyLog(Protocol):
+    """Async :class:`TallyLog`."""
+
+    async def aappend_counted(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        /,
+        *,
+        counter: str,
+        tokens: Sequence[int],
+    ) -> list[int]: ...
+
+    async def aload_tally(self, conversation_id: str, counter: str, /) -> Tally | None: ...
+
+    async def asave_tally(self, conversation_id: str, counter: str, tally: Tally, /) -> None: ...
+
+
 @runtime_checkable
 class AsyncStateLog(Protocol):
     """Async :class:`StateLog`."""
@@ -316,3 +388,13 @@ def has_search(store: object) -> TypeGuard[SearchableLog]:
 def has_async_search(store: object) -> TypeGuard[AsyncSearchableLog]:
     """Whether ``store`` can search its log (async API)."""
     return isinstance(store, AsyncSearchableLog)
+
+
+def has_tally_log(store: object) -> TypeGuard[TallyLog]:
+    """Whether ``store`` keeps running token totals (sync API)."""
+    return isinstance(store, TallyLog)
+
+
+def has_async_tally_log(store: object) -> TypeGuard[AsyncTallyLog]:
+    """Whether ``store`` keeps running token totals (async API)."""
+    return isinstance(store, AsyncTallyLog)

@@ -27,7 +27,14 @@ from contextfold.stores._checks import (
 from contextfold.stores._codec import decode_state, encode_checkpoint, encode_state
 from contextfold.stores._idempotent import plan_append
 from contextfold.stores._search import LogIndexes, check_search_args
-from contextfold.stores.base import StoredMessage
+from contextfold.stores._tally import (
+    Counted,
+    added_tokens,
+    check_counted,
+    check_counter,
+    check_tally,
+)
+from contextfold.stores.base import StoredMessage, Tally
 
 __all__ = ["InMemoryStore"]
 
@@ -39,6 +46,8 @@ class _Conversation:
     state: str | None = None  # the strategy state, as JSON (a copy no caller can mutate)
     #: Message id -> seq, so a message appended again is acknowledged, not stored twice.
     ids: dict[str, int] = field(default_factory=dict)
+    #: Counter name -> running token total (see :mod:`contextfold.stores._tally`).
+    tallies: dict[str, Tally] = field(default_factory=dict)
 
 
 class InMemoryStore:
@@ -61,6 +70,67 @@ class InMemoryStore:
         A message whose id is already stored in the conversation is acknowledged with its
         stored seq and not stored again, as in every store.
         """
+        return self._append(conversation_id, messages, None)
+
+    def append_counted(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        /,
+        *,
+        counter: str,
+        tokens: Sequence[int],
+    ) -> list[int]:
+        """:meth:`append`, moving ``counter``'s running total (see :class:`TallyLog`)."""
+        size = len(messages) if isinstance(messages, Sequence) else 0
+        return self._append(conversation_id, messages, check_counted(counter, tokens, size))
+
+    def load_tally(self, conversation_id: str, counter: str, /) -> Tally | None:
+        """``counter``'s running total of the conversation, or None."""
+        cid = check_conversation_id(conversation_id)
+        name = check_counter(counter)
+        with self._lock:
+            self._check_open()
+            conv = self._conversations.get(cid)
+            return None if conv is None else conv.tallies.get(name)
+
+    def save_tally(self, conversation_id: str, counter: str, tally: Tally, /) -> None:
+        """Keep ``tally`` unless the stored one reaches as far or it passes the log's end."""
+        cid = check_conversation_id(conversation_id)
+        name = check_counter(counter)
+        check_tally(tally)
+        with self._lock:
+            self._check_open()
+            conv = self._conversations.get(cid)
+            if conv is None or tally.upto_seq > len(conv.messages):
+                return
+            held = conv.tallies.get(name)
+            if held is None or held.upto_seq < tally.upto_seq:
+                conv.tallies[name] = tally
+
+    async def aappend_counted(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        /,
+        *,
+        counter: str,
+        tokens: Sequence[int],
+    ) -> list[int]:
+        """Async :meth:`append_counted`."""
+        return self.append_counted(conversation_id, messages, counter=counter, tokens=tokens)
+
+    async def aload_tally(self, conversation_id: str, counter: str, /) -> Tally | None:
+        """Async :meth:`load_tally`."""
+        return self.load_tally(conversation_id, counter)
+
+    async def asave_tally(self, conversation_id: str, counter: str, tally: Tally, /) -> None:
+        """Async :meth:`save_tally`."""
+        self.save_tally(conversation_id, counter, tally)
+
+    def _append(
+        self, conversation_id: str, messages: Sequence[Message], counted: Counted | None
+    ) -> list[int]:
         cid = check_conversation_id(conversation_id)
         if isinstance(messages, (str, bytes, Message)) or not isinstance(messages, Sequence):
             raise StoreError(
@@ -82,10 +152,17 @@ class InMemoryStore:
             stored = {
                 m.id: (conv.ids[m.id], log[conv.ids[m.id] - 1]) for m in batch if m.id in conv.ids
             }
-            plan = plan_append(cid, [m.id for m in batch], batch, stored, len(log))
-            for seq, msg_id in enumerate(plan.fresh_ids, len(log) + 1):
+            last = len(log)
+            plan = plan_append(cid, [m.id for m in batch], batch, stored, last)
+            for seq, msg_id in enumerate(plan.fresh_ids, last + 1):
                 conv.ids[msg_id] = seq
             log.extend(plan.fresh)
+            if counted is not None and plan.fresh:
+                held = conv.tallies.get(counted.counter)
+                if last == 0 or (held is not None and held.upto_seq == last):
+                    base = held.tokens if held is not None and last else 0
+                    added = added_tokens(counted, plan)
+                    conv.tallies[counted.counter] = Tally(len(log), base + added)
         return plan.seqs
 
     def read(

@@ -54,11 +54,10 @@ from contextfold.stores._pg_connections import (
 )
 from contextfold.stores._sql import (
     SQLOpStore,
-    op_migrate,
-    op_schema_current,
     run_async,
     run_sync,
 )
+from contextfold.stores._sql_schema import op_migrate, op_schema_current
 from contextfold.stores.base import StoreConfigError
 
 __all__ = ["PostgresStore"]

@@ -4,11 +4,12 @@ no schema to manage.
 Layout, under a key prefix (``contextfold`` by default; see
 :mod:`contextfold.stores._redis_layout`): a conversation's keys are ``<prefix>:{<id>}:m`` (a
 list of message JSON; a message's sequence number is its 1-based position), ``:ids`` (message
-id -> seq), ``:k`` (checkpoint JSON), ``:latest`` (the newest checkpoint's id) and ``:lock``
-(the compaction lock); ``<prefix>:conversations`` is the set of ids and
-``<prefix>:schema_version`` the layout version, checked (and migrated from layout 1) on first
-use. The braces are a Redis Cluster hash tag, so every key of a conversation is in one slot
-and the scripts below run on a cluster as on one server.
+id -> seq), ``:k`` (checkpoint JSON), ``:latest`` (the newest checkpoint's id), ``:lock``
+(the compaction lock), ``:state`` and ``:tally`` (running token totals);
+``<prefix>:conversations`` is the set of ids and ``<prefix>:schema_version`` the layout
+version, checked (and migrated from layout 1) on first use. The braces are a Redis Cluster
+hash tag, so every key of a conversation is in one slot and the scripts below run on a
+cluster as on one server.
 
 An append is one Lua script: it acknowledges the messages whose ids are stored already and
 ``RPUSH``es the others, so concurrent appends from any number of machines get contiguous,
@@ -54,7 +55,8 @@ from contextfold.stores._redis_layout import (
     conversation_key,
     op_migrate_v1,
 )
-from contextfold.stores.base import StoreConfigError, StoredMessage
+from contextfold.stores._tally import Counted
+from contextfold.stores.base import StoreConfigError, StoredMessage, Tally
 
 __all__ = ["RedisStore"]
 
@@ -206,11 +208,14 @@ class RedisStore(LockingOpStore):
             yield from op_migrate_v1(self._prefix, sorted(as_text(m) for m in members))
             yield Cmd(("SET", self._version_key, str(SCHEMA_VERSION)))
 
-    def _op_append(self, cid: str, payloads: list[str], ids: list[str]) -> RedisOp[list[int]]:
+    def _op_append(
+        self, cid: str, payloads: list[str], ids: list[str], counted: Counted | None
+    ) -> RedisOp[list[int]]:
+        tally: tuple[Any, ...] = ("",) if counted is None else (counted.counter, *counted.tokens)
         script = Script(
             "append",
-            (self._key(cid, "m"), self._key(cid, "ids")),
-            (len(payloads), *ids, *payloads),
+            (self._key(cid, "m"), self._key(cid, "ids"), self._key(cid, "tally")),
+            (len(payloads), *ids, *payloads, *tally),
         )
         # Listed in the same round trip, right after the write (the index is another slot on
         # a cluster, so not in the script): a crash in between leaves the conversation
@@ -224,6 +229,19 @@ class RedisStore(LockingOpStore):
             index, seq = int(reply[1]), int(reply[2])
             raise id_conflict(cid, ids[index - 1], seq)
         return [int(seq) for seq in reply[1:]]
+
+    def _op_load_tally(self, cid: str, counter: str) -> RedisOp[Tally | None]:
+        held = yield Cmd(("HGET", self._key(cid, "tally"), counter))
+        if held is None:
+            return None
+        upto, _, tokens = as_text(held).partition(" ")
+        if not (upto.isdigit() and tokens.isdigit()):
+            return None  # damaged: only a cache, so it is counted again
+        return Tally(int(upto), int(tokens))
+
+    def _op_save_tally(self, cid: str, counter: str, tally: Tally) -> RedisOp[None]:
+        keys = (self._key(cid, "m"), self._key(cid, "tally"))
+        yield Script("save_tally", keys, (counter, tally.upto_seq, tally.tokens))
 
     def _op_read(self, cid: str, after_seq: int, limit: int | None) -> RedisOp[list[StoredMessage]]:
         if limit == 0:

@@ -41,12 +41,11 @@ from contextfold.stores._dialects import sqlite_dialect
 from contextfold.stores._sql import (
     SQLOpStore,
     op_append,
-    op_migrate,
     op_release_lock,
-    op_schema_current,
     op_try_lock,
     run_sync,
 )
+from contextfold.stores._sql_schema import op_migrate, op_schema_current
 from contextfold.stores.base import StoreConfigError
 
 __all__ = ["SQLiteStore", "parse_sqlite_url"]

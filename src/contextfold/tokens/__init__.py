@@ -8,7 +8,7 @@ libraries only when constructed and name the extra to install when it is missing
 from __future__ import annotations
 
 from contextfold.tokens.approx import ApproxCounter
-from contextfold.tokens.base import BaseCounter, TokenCounter
+from contextfold.tokens.base import BaseCounter, TokenCounter, tally_name
 from contextfold.tokens.calibrated import CalibratedCounter, reported_input_tokens
 from contextfold.tokens.huggingface import HuggingFaceCounter
 from contextfold.tokens.tiktoken import TiktokenCounter
@@ -21,4 +21,5 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "reported_input_tokens",
+    "tally_name",
 ]

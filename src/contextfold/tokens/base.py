@@ -27,7 +27,7 @@ from contextfold.messages import (
     ToolResultPart,
 )
 
-__all__ = ["BaseCounter", "TokenCounter"]
+__all__ = ["BaseCounter", "TokenCounter", "tally_name"]
 
 
 @runtime_checkable
@@ -152,3 +152,30 @@ class BaseCounter(ABC):
                 return self.count_text(part.data or "")
             return self.count_text(part.text)
         return 0  # pragma: no cover - the Part union is closed
+
+
+def tally_name(counter: TokenCounter) -> str | None:
+    """A name for ``counter``'s configuration that another process computes the same way.
+
+    A store keeps a conversation's running token total under this name (see
+    :class:`~contextfold.stores.base.TallyLog`), so the name must mean the same counts on every
+    machine: it is derived from :attr:`TokenCounter.cache_key` when the key is plain data
+    (strings, numbers, booleans, None and tuples of them), and is None otherwise (a key
+    holding an object, whose text could name a memory address), in which case no total is
+    stored for it.
+    """
+    key = counter.cache_key
+    if not _plain(key):
+        return None
+    text = repr(key)
+    if len(text) <= 120:
+        return text
+    import hashlib
+
+    return f"{text[:80]}#{hashlib.sha256(text.encode()).hexdigest()[:32]}"
+
+
+def _plain(value: object) -> bool:
+    if value is None or type(value) in (str, int, float, bool):
+        return True
+    return type(value) is tuple and all(_plain(v) for v in value)
