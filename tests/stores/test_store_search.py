@@ -184,3 +184,52 @@ async def test_recall_under_an_async_memory_searches_the_store(backend: Any) -> 
         assert 26 in [h.seq for h in hits]
     finally:
         await store.aclose()
+
+
+def test_sql_word_counts_follow_the_log_as_it_grows(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store keeps its word counts between searches; they must follow later appends."""
+    from contextfold.stores import _sql_search
+
+    monkeypatch.setattr(_sql_search, "COMMON_WORD", 5)
+    c = cid()
+    store.append(c, [Message.user(f"weather report {i}") for i in range(3)])
+    store.append(c, [Message.user("weather and an umbrella")])
+    first = [h.seq for h in store.search(c, "weather umbrella", limit=50, before_seq=5)]
+    assert first[0] == 4  # "weather" is rare yet: every message matches, the umbrella first
+    assert sorted(first) == [1, 2, 3, 4]
+    store.append(c, [Message.user(f"weather report {i}") for i in range(3, 12)])
+    later = [h.seq for h in store.search(c, "weather umbrella", limit=50, before_seq=14)]
+    if hasattr(store, "_dialect"):
+        assert later == [4]  # counted again from seq 5 on: now common, left out
+        # An earlier bound is counted again too: there "weather" is rare, and searched.
+        assert sorted(h.seq for h in store.search(c, "umbrella weather", before_seq=5)) == [
+            1,
+            2,
+            3,
+            4,
+        ]
+    else:
+        assert later[0] == 4
+        assert len(later) == 13
+    store.delete(c)
+    store.append(c, [Message.user("weather now"), Message.user("no umbrella")])
+    assert sorted(h.seq for h in store.search(c, "weather umbrella", before_seq=3)) == [1, 2]
+
+
+def test_postgres_migration_shortens_the_search_pending_list(postgres_backend: Any) -> None:
+    import psycopg
+
+    store = postgres_backend.open()
+    store.append("c", orders(10))
+    schema = postgres_backend.options["schema"]
+    index = f'"{schema}".contextfold_messages_search'
+    with psycopg.connect(postgres_backend.url, autocommit=True) as conn:
+        conn.execute(f"ALTER INDEX {index} RESET (gin_pending_list_limit)")
+        conn.execute(f'DELETE FROM "{schema}".contextfold_schema WHERE version = 6')
+    again = postgres_backend.open()
+    assert [h.seq for h in again.search("c", "ORD-1004", limit=1)] == [10]
+    with psycopg.connect(postgres_backend.url, autocommit=True) as conn:
+        row = conn.execute(f"SELECT reloptions FROM pg_class WHERE oid = '{index}'::regclass")
+        assert row.fetchone() == (["gin_pending_list_limit=256"],)

@@ -8,13 +8,15 @@
   the stores without a search engine of their own (in memory, Redis). An index is filled
   lazily from the log: a search first adds what was appended since the last one. Nothing is
   locked while the log is read, so an async store never holds a thread lock across an await.
+* :class:`WordCounts` remembers, for the SQL stores, how many messages hold each word
+  searched for, so the next search counts only what was appended since.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +26,7 @@ from contextfold.stores.base import StoreConfigError, StoredMessage
 
 __all__ = [
     "LogIndexes",
+    "WordCounts",
     "check_search_args",
     "fts5_match",
     "op_index_search",
@@ -132,6 +135,74 @@ class LogIndexes:
         """Drop the index of a deleted conversation."""
         with self._lock:
             self._indexes.pop(cid, None)
+
+
+class WordCounts:
+    """How many messages of each conversation hold each word, as a SQL search last counted.
+
+    A SQL search leaves out the words too many of the searched messages hold, and counting
+    one word costs a read of up to that many index entries and rows, which is most of what
+    a search costs. The log only grows (a conversation is deleted whole, which
+    :meth:`forget` follows), so a count before seq ``s`` stays right for ``s`` and needs
+    only the messages from ``s`` on for a later bound; a word held by the threshold's worth
+    of messages before ``s`` is held by as many before any later bound. A count is kept per
+    conversation and word with the bound it was made for.
+
+    A conversation another process deletes and writes again keeps its old counts here;
+    they only choose which words are searched for, so a search never returns a message that
+    does not match. Bounded: past ``max_conversations`` the least recently searched one is
+    dropped, and a conversation's counts are cleared past ``max_words``.
+    """
+
+    def __init__(self, max_conversations: int = 256, max_words: int = 4096) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, dict[str, tuple[int, int]]] = {}
+        self._max_conversations = max_conversations
+        self._max_words = max_words
+
+    def lookup(
+        self, cid: str, words: Iterable[str], stop: int, threshold: int
+    ) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+        """The counts known before ``stop``, and for the others what is left to count.
+
+        Returns ``(known, todo)``: ``known`` maps a word to its count (capped at
+        ``threshold``; for a word rare before a later bound, that bound's count, which is
+        at least this one's); ``todo`` maps each other word to ``(count so far, first seq to
+        count from)``, ``(0, 1)`` for a word never counted up to ``stop``.
+        """
+        with self._lock:
+            counts = self._counts.get(cid, {})
+            known: dict[str, int] = {}
+            todo: dict[str, tuple[int, int]] = {}
+            for word in words:
+                n, at = counts.get(word, (0, 0))
+                if at == stop or (at < stop and n >= threshold) or (at > stop and n < threshold):
+                    known[word] = n  # exact, still common, or rare before a later bound
+                else:
+                    todo[word] = (n, at) if 0 < at < stop else (0, 1)
+            return known, todo
+
+    def note(self, cid: str, counts: Mapping[str, int], stop: int, threshold: int) -> None:
+        """Remember ``counts`` (capped at ``threshold``) as made before ``stop``."""
+        if not counts:
+            return
+        with self._lock:
+            known = self._counts.pop(cid, None) or {}
+            if len(known) + len(counts) > self._max_words:
+                known = {}
+            for word, n in counts.items():
+                old_n, old_at = known.get(word, (0, stop))
+                # A word common before an earlier bound keeps that bound.
+                common_before = old_n >= threshold and old_at < stop
+                known[word] = (old_n, old_at) if common_before else (n, stop)
+            self._counts[cid] = known  # the most recently searched at the end
+            while len(self._counts) > self._max_conversations:
+                del self._counts[next(iter(self._counts))]
+
+    def forget(self, cid: str) -> None:
+        """Drop the counts of a deleted conversation."""
+        with self._lock:
+            self._counts.pop(cid, None)
 
 
 #: Reads ``limit`` (None: all) messages after a seq, as a store operation.
