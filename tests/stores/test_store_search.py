@@ -233,3 +233,38 @@ def test_postgres_migration_shortens_the_search_pending_list(postgres_backend: A
     with psycopg.connect(postgres_backend.url, autocommit=True) as conn:
         row = conn.execute(f"SELECT reloptions FROM pg_class WHERE oid = '{index}'::regclass")
         assert row.fetchone() == (["gin_pending_list_limit=256"],)
+
+
+def test_read_spans_reads_every_run_in_order(store: Any) -> None:
+    from contextfold.stores.base import has_async_span_reads, has_span_reads
+
+    if isinstance(store, InMemoryStore):  # the memory reads it one run at a time
+        assert not has_span_reads(store)
+        return
+    assert has_span_reads(store)
+    assert has_async_span_reads(store)
+    c = cid()
+    store.append(c, [Message.user(f"message {i}") for i in range(1, 21)])
+    rows = store.read_spans(c, [(2, 4), (10, 11), (19, 25)])
+    assert [r.seq for r in rows] == [2, 3, 10, 19, 20]  # the last run is cut at the end
+    assert [r.message.text for r in rows][:2] == ["message 2", "message 3"]
+    assert store.read_spans(c, []) == []
+    assert store.read_spans("no-such-conversation", [(1, 3)]) == []
+    for spans in ([(3, 2)], [(1, 5), (4, 6)], [(0, 2)], [(1.0, 2)], [(1, 2, 3)], "12"):
+        with pytest.raises(ConfigError) as err:
+            store.read_spans(c, spans)
+        assert err.value.argument == "spans"
+
+
+async def test_async_read_spans_matches_sync(backend: Any) -> None:
+    store = backend.open()
+    c = cid()
+    try:
+        if not hasattr(store, "aread_spans"):
+            pytest.skip("this store reads one run at a time")
+        await store.aappend(c, [Message.user(f"message {i}") for i in range(1, 11)])
+        rows = await store.aread_spans(c, [(1, 2), (5, 8)])
+        assert [r.seq for r in rows] == [1, 5, 6, 7]
+        assert [r.message.text for r in rows] == [f"message {i}" for i in (1, 5, 6, 7)]
+    finally:
+        await store.aclose()

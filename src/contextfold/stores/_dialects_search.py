@@ -52,7 +52,8 @@ def sqlite_search_migration() -> tuple[str, ...]:
 
 
 def sqlite_search_sql() -> dict[str, Any]:
-    """The search of one conversation's key range, and the word counts that trim its query."""
+    """The search of one conversation's key range, the word counts that trim its query, and
+    the span reads of its hits' neighbours."""
     return {
         # Rank inside the index first, then fetch only the rows kept (not every match's row).
         "search_messages": _SQLITE_SEARCH,
@@ -63,6 +64,12 @@ def sqlite_search_sql() -> dict[str, Any]:
             " AND rowid > ?1 AND rowid < ?2 LIMIT ?3)) FROM json_each(?4) AS j"
         ),
         "select_conversation_num": "SELECT num FROM contextfold_conversations WHERE id = ?",
+        # The rows of the seqs in the JSON array (the neighbours of the hits).
+        "select_seqs": (
+            "WITH c AS (SELECT num << 32 AS base FROM contextfold_conversations WHERE id = ?)"
+            " SELECT m.key - c.base, m.data FROM c, contextfold_messages AS m"
+            " WHERE m.key IN (SELECT c.base + value FROM json_each(?)) ORDER BY m.key"
+        ),
     }
 
 
@@ -122,6 +129,10 @@ def postgres_search_sql(msgs: str) -> dict[str, Any]:
             " WHERE conversation_id = %s AND seq >= %s AND seq < %s"
             " AND search @@ to_tsquery('english', u.w) LIMIT %s) AS x)"
             " FROM unnest(%s::text[]) AS u(w)"
+        ),
+        "select_seqs": (
+            f"SELECT seq, data FROM {msgs}"
+            " WHERE conversation_id = %s AND seq = ANY(%s::bigint[]) ORDER BY seq"
         ),
         "search_messages": (
             f"SELECT seq, data FROM {msgs}, to_tsquery('english', %s) AS q"

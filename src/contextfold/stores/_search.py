@@ -1,6 +1,7 @@
 """Search over a stored log: argument checks, query text for SQL engines, lazy BM25 indexes.
 
-* :func:`check_search_args` rejects a bad query, limit or bound the same way for every store.
+* :func:`check_search_args` rejects a bad query, limit or bound the same way for every store,
+  and :func:`check_spans` the runs of a span read (the neighbours of a search's hits).
 * :func:`query_words` reduces a query to the plain words every engine is asked for, and
   :func:`fts5_match` / :func:`tsquery_text` write them as SQLite FTS5 and PostgreSQL
   queries where any word may match (a question rarely repeats a message word for word).
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__ = [
     "LogIndexes",
     "WordCounts",
     "check_search_args",
+    "check_spans",
     "fts5_match",
     "op_index_search",
     "query_words",
@@ -55,6 +57,33 @@ def check_search_args(query: object, limit: object, before_seq: object) -> None:
             f"before_seq must be None or an integer >= 0, got {before_seq!r}",
             argument="before_seq",
         )
+
+
+def check_spans(spans: object) -> tuple[tuple[int, int], ...]:
+    """The ``(lo, hi)`` runs of a span read, checked: integers, ``1 <= lo < hi``, in order.
+
+    Raises:
+        StoreConfigError: naming ``spans`` (a ConfigError and a StoreError).
+    """
+    runs: Sequence[object] = spans if isinstance(spans, (list, tuple)) else ()
+    bad = runs is not spans
+    out: list[tuple[int, int]] = []
+    for span in runs:
+        if not (isinstance(span, tuple) and len(span) == 2 and all(type(v) is int for v in span)):
+            bad = True
+            break
+        lo, hi = span
+        if not 1 <= lo < hi or (out and lo < out[-1][1]):
+            bad = True
+            break
+        out.append((lo, hi))
+    if bad:
+        raise StoreConfigError(
+            f"spans must be (lo, hi) pairs of integers with 1 <= lo < hi, in order and apart, "
+            f"got {spans!r}",
+            argument="spans",
+        )
+    return tuple(out)
 
 
 def query_words(query: str) -> list[str]:

@@ -29,7 +29,7 @@ from contextfold.stores._codec import decode_checkpoint, decode_rows
 from contextfold.stores._idempotent import AppendPlan, plan_append
 from contextfold.stores._search import WordCounts
 from contextfold.stores._tally import Counted, added_tokens
-from contextfold.stores.base import StoredMessage, Tally
+from contextfold.stores.base import Spans, StoredMessage, Tally
 
 T = TypeVar("T")
 
@@ -117,6 +117,8 @@ class Dialect:
     select_conversation_num: str = ""
     #: How many of a conversation's messages hold each of a list of words, up to a cap.
     count_words: str = ""
+    #: The messages of one conversation whose seqs are in a list (the neighbours of hits).
+    select_seqs: str = ""
     #: The driver caches statement plans (psycopg): the searches ask for fresh ones.
     cached_plans: bool = False
     #: Columns of ``layout`` that a migration after the first adds to an existing table.
@@ -392,6 +394,11 @@ class SQLOpStore(OpStore):
         from contextfold.stores._sql_search import op_search
 
         return op_search(self._dialect, cid, query, limit, before_seq, self._word_counts)
+
+    def _op_read_spans(self, cid: str, spans: Spans) -> Op[list[StoredMessage]]:
+        from contextfold.stores._sql_search import op_read_spans
+
+        return op_read_spans(self._dialect, cid, spans)
 
     @cached_property
     def _word_counts(self) -> WordCounts:

@@ -13,9 +13,9 @@ from typing import Any
 from contextfold.stores._codec import decode_rows
 from contextfold.stores._search import WordCounts, fts5_match, query_words, tsquery_text
 from contextfold.stores._sql import MAX_SEQ, Dialect, Op, Query
-from contextfold.stores.base import StoredMessage
+from contextfold.stores.base import Spans, StoredMessage
 
-__all__ = ["COMMON_WORD", "op_search"]
+__all__ = ["COMMON_WORD", "op_read_spans", "op_search"]
 
 
 def op_search(
@@ -96,3 +96,17 @@ def _rare_words(
     counts.update(counted)
     rare = [w for w in words if counts.get(w, 0) < COMMON_WORD]
     return rare or [min((counts.get(w, 0), w) for w in words)[1]]
+
+
+def op_read_spans(d: Dialect, conversation_id: str, spans: Spans) -> Op[list[StoredMessage]]:
+    """The messages of every ``(lo, hi)`` seq run, oldest first, in one statement.
+
+    The runs are the neighbours of a search's hits, a few messages each; their seqs travel
+    as one list (a JSON array for SQLite), so any number of runs is one statement.
+    """
+    seqs = [seq for lo, hi in spans for seq in range(lo, min(hi, MAX_SEQ + 1))]
+    if not seqs:
+        return []
+    listed = json.dumps(seqs) if d.packed_keys else seqs
+    rows = yield Query(d.select_seqs, (conversation_id, listed))
+    return decode_rows(rows, conversation_id)
