@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,13 @@ from contextfold import (
     Message,
     Recall,
     SlidingWindow,
+    StoreError,
 )
 from contextfold.memory._ops import Read
 from contextfold.stores import InMemoryStore, open_store
 from contextfold.stores.base import MessageLog, StoredMessage
 from contextfold.stores.partial import as_store
+from contextfold.stores.sqlite import SQLiteStore
 
 QUESTION = "What is the locker code for room 12?"
 
@@ -80,6 +83,44 @@ def test_only_a_bounded_tail_is_read(store: Any) -> None:
     ctx = fresh.build_context()
     assert "K84" in recalled_text(ctx)
     assert sum(r.limit or 0 for r in seen) < 300  # of 802 stored messages
+
+
+class CountingStore(SQLiteStore):
+    """A SQLite store that counts its span reads and may leave a message out of them."""
+
+    def __init__(self, path: Path, *, drop_one: bool = False) -> None:
+        super().__init__(path)
+        self.span_reads: list[list[tuple[int, int]]] = []
+        self.drop_one = drop_one
+
+    def read_spans(self, conversation_id: str, spans: Any, /) -> list[StoredMessage]:
+        self.span_reads.append(list(spans))
+        rows = super().read_spans(conversation_id, spans)
+        return rows[1:] if self.drop_one else rows
+
+
+def test_the_neighbours_of_every_hit_are_read_in_one_call(tmp_path: Path) -> None:
+    store = CountingStore(tmp_path / "spans.db")
+    memory = ConversationMemory(strategy=Recall(SlidingWindow(300)), store=store)
+    fill(memory, 400)
+    memory.add(Message.user("Which locker codes were for rooms 12 and 40?"))
+    ctx = memory.build_context()
+    assert {26, 82} <= set(ctx.stats.recalled)
+    assert len(store.span_reads) == 1  # every hit's neighbours at once
+    runs = store.span_reads[0]
+    assert len(runs) >= 2  # runs apart, yet one call
+    assert all(b <= c for (_, b), (c, _) in itertools.pairwise(runs))  # in order and apart
+    store.close()
+
+
+def test_a_span_read_missing_a_message_is_a_store_error(tmp_path: Path) -> None:
+    store = CountingStore(tmp_path / "damaged.db", drop_one=True)
+    memory = ConversationMemory(strategy=Recall(SlidingWindow(300)), store=store)
+    fill(memory, 200)
+    memory.add(Message.user(QUESTION))
+    with pytest.raises(StoreError, match="neighbours of search hits"):
+        memory.build_context()
+    store.close()
 
 
 def test_checkpoint_reuse_and_recall_together(store: Any) -> None:

@@ -184,3 +184,87 @@ async def test_recall_under_an_async_memory_searches_the_store(backend: Any) -> 
         assert 26 in [h.seq for h in hits]
     finally:
         await store.aclose()
+
+
+def test_sql_word_counts_follow_the_log_as_it_grows(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store keeps its word counts between searches; they must follow later appends."""
+    from contextfold.stores import _sql_search
+
+    monkeypatch.setattr(_sql_search, "COMMON_WORD", 5)
+    c = cid()
+    store.append(c, [Message.user(f"weather report {i}") for i in range(3)])
+    store.append(c, [Message.user("weather and an umbrella")])
+    first = [h.seq for h in store.search(c, "weather umbrella", limit=50, before_seq=5)]
+    assert first[0] == 4  # "weather" is rare yet: every message matches, the umbrella first
+    assert sorted(first) == [1, 2, 3, 4]
+    store.append(c, [Message.user(f"weather report {i}") for i in range(3, 12)])
+    later = [h.seq for h in store.search(c, "weather umbrella", limit=50, before_seq=14)]
+    if hasattr(store, "_dialect"):
+        assert later == [4]  # counted again from seq 5 on: now common, left out
+        # An earlier bound is counted again too: there "weather" is rare, and searched.
+        assert sorted(h.seq for h in store.search(c, "umbrella weather", before_seq=5)) == [
+            1,
+            2,
+            3,
+            4,
+        ]
+    else:
+        assert later[0] == 4
+        assert len(later) == 13
+    store.delete(c)
+    store.append(c, [Message.user("weather now"), Message.user("no umbrella")])
+    assert sorted(h.seq for h in store.search(c, "weather umbrella", before_seq=3)) == [1, 2]
+
+
+def test_postgres_migration_shortens_the_search_pending_list(postgres_backend: Any) -> None:
+    import psycopg
+
+    store = postgres_backend.open()
+    store.append("c", orders(10))
+    schema = postgres_backend.options["schema"]
+    index = f'"{schema}".contextfold_messages_search'
+    with psycopg.connect(postgres_backend.url, autocommit=True) as conn:
+        conn.execute(f"ALTER INDEX {index} RESET (gin_pending_list_limit)")
+        conn.execute(f'DELETE FROM "{schema}".contextfold_schema WHERE version = 6')
+    again = postgres_backend.open()
+    assert [h.seq for h in again.search("c", "ORD-1004", limit=1)] == [10]
+    with psycopg.connect(postgres_backend.url, autocommit=True) as conn:
+        row = conn.execute(f"SELECT reloptions FROM pg_class WHERE oid = '{index}'::regclass")
+        assert row.fetchone() == (["gin_pending_list_limit=256"],)
+
+
+def test_read_spans_reads_every_run_in_order(store: Any) -> None:
+    from contextfold.stores.base import has_async_span_reads, has_span_reads
+
+    if isinstance(store, InMemoryStore):  # the memory reads it one run at a time
+        assert not has_span_reads(store)
+        return
+    assert has_span_reads(store)
+    assert has_async_span_reads(store)
+    c = cid()
+    store.append(c, [Message.user(f"message {i}") for i in range(1, 21)])
+    rows = store.read_spans(c, [(2, 4), (10, 11), (19, 25)])
+    assert [r.seq for r in rows] == [2, 3, 10, 19, 20]  # the last run is cut at the end
+    assert [r.message.text for r in rows][:2] == ["message 2", "message 3"]
+    assert store.read_spans(c, []) == []
+    assert store.read_spans("no-such-conversation", [(1, 3)]) == []
+    for spans in ([(3, 2)], [(1, 5), (4, 6)], [(0, 2)], [(1.0, 2)], [(1, 2, 3)], "12"):
+        with pytest.raises(ConfigError) as err:
+            store.read_spans(c, spans)
+        assert err.value.argument == "spans"
+
+
+async def test_async_read_spans_matches_sync(backend: Any) -> None:
+    store = backend.open()
+    c = cid()
+    try:
+        if not hasattr(store, "aread_spans"):
+            pytest.skip("this store reads one run at a time")
+        await store.aappend(c, [Message.user(f"message {i}") for i in range(1, 11)])
+        rows = await store.aread_spans(c, [(1, 2), (5, 8)])
+        assert [r.seq for r in rows] == [1, 5, 6, 7]
+        assert [r.message.text for r in rows] == [f"message {i}" for i in (1, 5, 6, 7)]
+    finally:
+        await store.aclose()

@@ -24,9 +24,11 @@ from contextfold.stores.base import (
     Store,
     Tally,
     has_async_search,
+    has_async_span_reads,
     has_async_state_log,
     has_async_tally_log,
     has_search,
+    has_span_reads,
     has_state_log,
     has_tally_log,
 )
@@ -123,9 +125,22 @@ class Search:
     what = "search messages"
 
 
+@dataclass(frozen=True, slots=True)
+class ReadSpans:
+    """Answered with the messages of each ``(lo, hi)`` seq run, oldest first.
+
+    One call where the store reads several runs at once (the neighbours of search hits),
+    one read per run otherwise.
+    """
+
+    spans: tuple[tuple[int, int], ...]
+    what = "read messages"
+
+
 _StoreOp = Union[  # noqa: UP007
     LastSeq,
     Read,
+    ReadSpans,
     Latest,
     Commit,
     Lock,
@@ -201,6 +216,12 @@ def _sync_op(store: Store, cid: str, op: _StoreOp) -> Any:
         return store.last_seq(cid)
     if isinstance(op, Read):
         return store.read(cid, after_seq=op.after_seq, limit=op.limit)
+    if isinstance(op, ReadSpans):
+        if has_span_reads(store):
+            return store.read_spans(cid, op.spans)
+        return [
+            row for lo, hi in op.spans for row in store.read(cid, after_seq=lo - 1, limit=hi - lo)
+        ]
     if isinstance(op, Latest):
         return store.latest_checkpoint(cid)
     if isinstance(op, Commit):
@@ -231,6 +252,13 @@ async def _async_op(store: AsyncStore, cid: str, op: _StoreOp) -> Any:
         return await store.alast_seq(cid)
     if isinstance(op, Read):
         return await store.aread(cid, after_seq=op.after_seq, limit=op.limit)
+    if isinstance(op, ReadSpans):
+        if has_async_span_reads(store):
+            return await store.aread_spans(cid, op.spans)
+        rows = []
+        for lo, hi in op.spans:
+            rows.extend(await store.aread(cid, after_seq=lo - 1, limit=hi - lo))
+        return rows
     if isinstance(op, Latest):
         return await store.alatest_checkpoint(cid)
     if isinstance(op, Commit):

@@ -4,9 +4,9 @@ A memory may read only a bounded tail of the log (:mod:`contextfold.memory._read
 :class:`~contextfold.strategies.base.SearchCall` from :class:`~contextfold.Recall` cannot be
 answered from what was read. The core asks the store's search instead (a
 :class:`~contextfold.memory._ops.Search` op), maps the plan's index bound to a sequence
-number, and reads each hit's neighbours by seq, from the cached segment where it can. A store
-without the search ability is searched by reading its log once per search, with a note
-saying so.
+number, and reads the hits' neighbours by seq, from the cached segment where it can and
+otherwise in one store call for all of them. A store without the search ability is searched
+by reading its log once per search, with a note saying so.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Generator, Iterable, Sequence
 from typing import Any
 
 from contextfold._drive import relay
-from contextfold.errors import ConfigError
-from contextfold.memory._ops import CoreGen, Read, Search
+from contextfold.errors import ConfigError, StoreError
+from contextfold.memory._ops import CoreGen, Read, ReadSpans, Search
 from contextfold.memory._reader import History, HistoryReader
 from contextfold.messages import Message
 from contextfold.search import BM25Index, searchable_text
@@ -89,11 +89,7 @@ class Searcher(HistoryReader):
             for row in rows
             if floor <= row.seq < before
         ]
-        # One read per run of overlapping neighbourhoods, not one per hit.
-        known: dict[int, Message] = {}
-        for lo, hi in _merged((lo, hi) for _, lo, hi in spans):
-            messages = yield from self._messages_between(lo, hi)
-            known.update(zip(range(lo, hi), messages, strict=True))
+        known = yield from self._neighbours(_merged((lo, hi) for _, lo, hi in spans))
         return tuple(
             SearchHit(seq, lo, tuple(known[s] for s in range(lo, hi))) for seq, lo, hi in spans
         )
@@ -122,12 +118,34 @@ class Searcher(HistoryReader):
             result = dataclasses.replace(result, summary_calls=calls)
         return result
 
-    def _messages_between(self, lo: int, hi: int) -> CoreGen[list[Message]]:
-        """The messages with seqs ``lo`` to ``hi - 1``: cached ones free, the rest read."""
-        cached = [self._cached(seq) for seq in range(lo, hi)]
-        if all(m is not None for m in cached):
-            return [m for m in cached if m is not None]
-        return (yield from self._read(lo - 1, hi - lo))
+    def _neighbours(self, runs: list[tuple[int, int]]) -> CoreGen[dict[int, Message]]:
+        """The messages of the ``(lo, hi)`` seq runs by seq: cached runs free, the rest read.
+
+        The runs not cached are read in one store call (one statement in the SQL stores),
+        not one read per hit.
+
+        Raises:
+            StoreError: the store left out a message of a run (its log is damaged).
+        """
+        known: dict[int, Message] = {}
+        missing: list[tuple[int, int]] = []
+        for lo, hi in runs:
+            cached = [self._cached(seq) for seq in range(lo, hi)]
+            if all(m is not None for m in cached):
+                known.update((seq, m) for seq, m in zip(range(lo, hi), cached, strict=True) if m)
+            else:
+                missing.append((lo, hi))
+        if missing:
+            rows: list[StoredMessage] = yield ReadSpans(tuple(missing))
+            wanted = [seq for lo, hi in missing for seq in range(lo, hi)]
+            if [getattr(row, "seq", None) for row in rows] != wanted:
+                raise StoreError(
+                    f"reading the neighbours of search hits: asked for seqs {_runs(missing)}, "
+                    "got others; the log has a gap or is shorter than its last sequence "
+                    "number says"
+                )
+            known.update((row.seq, row.message) for row in rows)
+        return known
 
 
 def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -139,6 +157,10 @@ def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             out.append((lo, hi))
     return out
+
+
+def _runs(spans: Sequence[tuple[int, int]]) -> str:
+    return ", ".join(f"{lo}-{hi - 1}" for lo, hi in spans)
 
 
 def _seq_before(history: History, index: int, floor: int) -> int:

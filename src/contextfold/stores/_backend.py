@@ -25,9 +25,9 @@ from contextfold.stores._codec import (
     encode_messages,
     encode_state,
 )
-from contextfold.stores._search import LogIndexes, check_search_args, op_index_search
+from contextfold.stores._search import LogIndexes, check_search_args, check_spans, op_index_search
 from contextfold.stores._tally import Counted, check_counted, check_counter, check_tally
-from contextfold.stores.base import StoredMessage, Tally
+from contextfold.stores.base import Spans, StoredMessage, Tally
 
 __all__ = ["LockingOpStore", "OpStore"]
 
@@ -133,6 +133,25 @@ class OpStore(ABC):
             return self._op_read(cid, after, limit)
 
         return op_index_search(indexes, read, cid, query, limit, before_seq)
+
+    def _op_read_spans(self, cid: str, spans: Spans) -> Flow[list[StoredMessage]]:
+        """The messages of each span, one read each in one run (the SQL stores: one query)."""
+        out: list[StoredMessage] = []
+        for lo, hi in spans:
+            out.extend((yield from self._op_read(cid, lo - 1, hi - lo)))
+        return out
+
+    def read_spans(self, conversation_id: str, spans: Spans, /) -> list[StoredMessage]:
+        """The messages of every ``(lo, hi)`` run, oldest first (see SpanReadableLog)."""
+        cid = check_conversation_id(conversation_id)
+        runs = check_spans(spans)
+        return self._run(self._op_read_spans(cid, runs), "read", cid) if runs else []
+
+    async def aread_spans(self, conversation_id: str, spans: Spans, /) -> list[StoredMessage]:
+        """Async :meth:`read_spans`."""
+        cid = check_conversation_id(conversation_id)
+        runs = check_spans(spans)
+        return await self._arun(self._op_read_spans(cid, runs), "read", cid) if runs else []
 
     def search(
         self,

@@ -10,6 +10,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from contextfold.stores._dialects_search import (
+    postgres_pending_list,
+    postgres_search_migration,
+    postgres_search_sql,
+    sqlite_search_migration,
+    sqlite_search_sql,
+)
 from contextfold.stores._sql import Dialect, Migration
 from contextfold.stores._tally import tally_sql
 from contextfold.stores.base import StoreConfigError
@@ -42,7 +49,7 @@ def _sqlite_migrations() -> tuple[Migration, ...]:
         # (``last_seq`` is no longer kept) and rows could be compact (see ``_codec``, which
         # still reads them). An older contextfold could do neither, so it must refuse the file.
         Migration(2, "0002_compact_text_rows", ()),
-        Migration(3, "0003_message_search", _sqlite_search_migration()),
+        Migration(3, "0003_message_search", sqlite_search_migration()),
         Migration(
             4,
             "0004_conversation_state",
@@ -79,48 +86,6 @@ def _sqlite_migrations() -> tuple[Migration, ...]:
             ),
         ),
     )
-
-
-def _sqlite_search_text(data: str) -> str:
-    """SQL for the searchable text of a stored row: its texts, tool results, names, arguments.
-
-    A compact row of 0002 (not JSON) is searched by what follows its id.
-    """
-    return (
-        f"CASE WHEN json_valid({data}) THEN (SELECT group_concat(j.value, ' ')"
-        f" FROM json_tree({data}) AS j WHERE j.key IN ('text', 'content', 'name', 'arguments')"
-        f" AND j.type = 'text') ELSE substr({data}, instr({data}, char(31)) + 1) END"
-    )
-
-
-def _sqlite_search_migration() -> tuple[str, ...]:
-    """An FTS5 index of the messages, kept by triggers in the append's own transaction.
-
-    The index's rowid is the message's key, so one conversation is one rowid range; the
-    last statement indexes the messages stored before this migration.
-    """
-    return (
-        "CREATE VIRTUAL TABLE IF NOT EXISTS contextfold_messages_fts"
-        " USING fts5(body, tokenize = 'porter unicode61')",
-        "CREATE TRIGGER IF NOT EXISTS contextfold_messages_fts_insert"
-        " AFTER INSERT ON contextfold_messages BEGIN"
-        " INSERT INTO contextfold_messages_fts (rowid, body)"
-        f" VALUES (new.key, {_sqlite_search_text('new.data')}); END",
-        "CREATE TRIGGER IF NOT EXISTS contextfold_messages_fts_delete"
-        " AFTER DELETE ON contextfold_messages BEGIN"
-        " DELETE FROM contextfold_messages_fts WHERE rowid = old.key; END",
-        "INSERT INTO contextfold_messages_fts (rowid, body)"
-        f" SELECT key, {_sqlite_search_text('data')} FROM contextfold_messages",
-    )
-
-
-# Rank inside the index first, then fetch only the rows kept (not every match's row).
-_SQLITE_SEARCH = (
-    "SELECT f.rowid - ?, m.data FROM (SELECT rowid, rank FROM contextfold_messages_fts"
-    " WHERE contextfold_messages_fts MATCH ? AND rowid > ? AND rowid < ?"
-    " ORDER BY rank LIMIT ?) AS f JOIN contextfold_messages AS m ON m.key = f.rowid"
-    " ORDER BY f.rank"
-)
 
 
 _SQLITE_MAX_KEY = (
@@ -240,12 +205,7 @@ def sqlite_dialect() -> Dialect:
         migrations=_sqlite_migrations(),
         layout=_SQLITE_LAYOUT,
         select_columns="SELECT lower(name) FROM pragma_table_info(?)",
-        search_messages=_SQLITE_SEARCH,
-        count_word=(
-            "SELECT count(*) FROM (SELECT 1 FROM contextfold_messages_fts"
-            " WHERE contextfold_messages_fts MATCH ? AND rowid > ? AND rowid < ? LIMIT ?)"
-        ),
-        select_conversation_num="SELECT num FROM contextfold_conversations WHERE id = ?",
+        **sqlite_search_sql(),
         **_sqlite_log_sql(),
         **_sqlite_checkpoint_and_lock_sql(),
     )
@@ -281,7 +241,7 @@ def _postgres_migrations(
                 " data TEXT NOT NULL, PRIMARY KEY (conversation_id, n))",
             ),
         ),
-        Migration(2, "0002_message_search", _postgres_search_migration(msgs)),
+        Migration(2, "0002_message_search", postgres_search_migration(msgs)),
         Migration(
             3,
             "0003_conversation_state",
@@ -314,45 +274,8 @@ def _postgres_migrations(
                 " PRIMARY KEY (conversation_id, counter))",
             ),
         ),
+        Migration(6, "0006_search_pending_list", postgres_pending_list(msgs)),
     )
-
-
-#: The searchable text of a row, read from its JSON text without parsing it (a damaged row
-#: must still be stored, to be reported when read): the keys, the role and part kinds and
-#: the escapes ``\\n``, ``\\t``, ``\\r`` become spaces; so do hyphens, which PostgreSQL's
-#: parser would otherwise read as the sign of a number (``ORD-1042`` as ``ord``, ``-1042``).
-_PG_SEARCH_TEXT = (
-    "regexp_replace(translate(data, '-', ' '), "
-    "'\\\\[nrt]|\"(kind|role)\":\"[a-z_]*\"|\"[a-z_]+\":', ' ', 'g')"
-)
-
-
-def _postgres_search_migration(msgs: str) -> tuple[str, ...]:
-    """A generated ``tsvector`` column (PostgreSQL 12+) with a GIN index.
-
-    Generated, so every insert fills it in its own statement and the rows stored before the
-    migration get it when the column is added (the migration rewrites the table once).
-    """
-    return (
-        f"ALTER TABLE {msgs} ADD COLUMN IF NOT EXISTS search tsvector GENERATED ALWAYS AS"
-        f" (to_tsvector('english'::regconfig, {_PG_SEARCH_TEXT})) STORED",
-        f"CREATE INDEX IF NOT EXISTS contextfold_messages_search ON {msgs} USING gin (search)",
-    )
-
-
-def _postgres_search_sql(msgs: str) -> dict[str, Any]:
-    """Full-text search of one conversation, and the word count that trims its query."""
-    return {
-        "count_word": (
-            f"SELECT count(*) FROM (SELECT 1 FROM {msgs} WHERE conversation_id = %s"
-            " AND seq < %s AND search @@ to_tsquery('english', %s) LIMIT %s) AS x"
-        ),
-        "search_messages": (
-            f"SELECT seq, data FROM {msgs}, to_tsquery('english', %s) AS q"
-            " WHERE conversation_id = %s AND seq < %s AND search @@ q"
-            " ORDER BY ts_rank(search, q) DESC, seq DESC LIMIT %s"
-        ),
-    }
 
 
 def _postgres_append_sql(conv: str, msgs: str) -> dict[str, Any]:
@@ -429,7 +352,7 @@ def postgres_dialect(schema: str) -> Dialect:
         select_latest_checkpoint_id=f"SELECT n, id {latest}",
         select_latest_checkpoint=f"SELECT n, data {latest}",
         select_checkpoints=f"SELECT n, data FROM {ckpts} WHERE conversation_id = %s ORDER BY n",
-        **_postgres_search_sql(msgs),
+        **postgres_search_sql(msgs),
         insert_checkpoint=(
             f"INSERT INTO {ckpts} (conversation_id, n, id, data) VALUES (%s, %s, %s, %s)"
         ),

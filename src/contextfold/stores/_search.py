@@ -1,6 +1,7 @@
 """Search over a stored log: argument checks, query text for SQL engines, lazy BM25 indexes.
 
-* :func:`check_search_args` rejects a bad query, limit or bound the same way for every store.
+* :func:`check_search_args` rejects a bad query, limit or bound the same way for every store,
+  and :func:`check_spans` the runs of a span read (the neighbours of a search's hits).
 * :func:`query_words` reduces a query to the plain words every engine is asked for, and
   :func:`fts5_match` / :func:`tsquery_text` write them as SQLite FTS5 and PostgreSQL
   queries where any word may match (a question rarely repeats a message word for word).
@@ -8,13 +9,15 @@
   the stores without a search engine of their own (in memory, Redis). An index is filled
   lazily from the log: a search first adds what was appended since the last one. Nothing is
   locked while the log is read, so an async store never holds a thread lock across an await.
+* :class:`WordCounts` remembers, for the SQL stores, how many messages hold each word
+  searched for, so the next search counts only what was appended since.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +27,9 @@ from contextfold.stores.base import StoreConfigError, StoredMessage
 
 __all__ = [
     "LogIndexes",
+    "WordCounts",
     "check_search_args",
+    "check_spans",
     "fts5_match",
     "op_index_search",
     "query_words",
@@ -52,6 +57,33 @@ def check_search_args(query: object, limit: object, before_seq: object) -> None:
             f"before_seq must be None or an integer >= 0, got {before_seq!r}",
             argument="before_seq",
         )
+
+
+def check_spans(spans: object) -> tuple[tuple[int, int], ...]:
+    """The ``(lo, hi)`` runs of a span read, checked: integers, ``1 <= lo < hi``, in order.
+
+    Raises:
+        StoreConfigError: naming ``spans`` (a ConfigError and a StoreError).
+    """
+    runs: Sequence[object] = spans if isinstance(spans, (list, tuple)) else ()
+    bad = runs is not spans
+    out: list[tuple[int, int]] = []
+    for span in runs:
+        if not (isinstance(span, tuple) and len(span) == 2 and all(type(v) is int for v in span)):
+            bad = True
+            break
+        lo, hi = span
+        if not 1 <= lo < hi or (out and lo < out[-1][1]):
+            bad = True
+            break
+        out.append((lo, hi))
+    if bad:
+        raise StoreConfigError(
+            f"spans must be (lo, hi) pairs of integers with 1 <= lo < hi, in order and apart, "
+            f"got {spans!r}",
+            argument="spans",
+        )
+    return tuple(out)
 
 
 def query_words(query: str) -> list[str]:
@@ -132,6 +164,74 @@ class LogIndexes:
         """Drop the index of a deleted conversation."""
         with self._lock:
             self._indexes.pop(cid, None)
+
+
+class WordCounts:
+    """How many messages of each conversation hold each word, as a SQL search last counted.
+
+    A SQL search leaves out the words too many of the searched messages hold, and counting
+    one word costs a read of up to that many index entries and rows, which is most of what
+    a search costs. The log only grows (a conversation is deleted whole, which
+    :meth:`forget` follows), so a count before seq ``s`` stays right for ``s`` and needs
+    only the messages from ``s`` on for a later bound; a word held by the threshold's worth
+    of messages before ``s`` is held by as many before any later bound. A count is kept per
+    conversation and word with the bound it was made for.
+
+    A conversation another process deletes and writes again keeps its old counts here;
+    they only choose which words are searched for, so a search never returns a message that
+    does not match. Bounded: past ``max_conversations`` the least recently searched one is
+    dropped, and a conversation's counts are cleared past ``max_words``.
+    """
+
+    def __init__(self, max_conversations: int = 256, max_words: int = 4096) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, dict[str, tuple[int, int]]] = {}
+        self._max_conversations = max_conversations
+        self._max_words = max_words
+
+    def lookup(
+        self, cid: str, words: Iterable[str], stop: int, threshold: int
+    ) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+        """The counts known before ``stop``, and for the others what is left to count.
+
+        Returns ``(known, todo)``: ``known`` maps a word to its count (capped at
+        ``threshold``; for a word rare before a later bound, that bound's count, which is
+        at least this one's); ``todo`` maps each other word to ``(count so far, first seq to
+        count from)``, ``(0, 1)`` for a word never counted up to ``stop``.
+        """
+        with self._lock:
+            counts = self._counts.get(cid, {})
+            known: dict[str, int] = {}
+            todo: dict[str, tuple[int, int]] = {}
+            for word in words:
+                n, at = counts.get(word, (0, 0))
+                if at == stop or (at < stop and n >= threshold) or (at > stop and n < threshold):
+                    known[word] = n  # exact, still common, or rare before a later bound
+                else:
+                    todo[word] = (n, at) if 0 < at < stop else (0, 1)
+            return known, todo
+
+    def note(self, cid: str, counts: Mapping[str, int], stop: int, threshold: int) -> None:
+        """Remember ``counts`` (capped at ``threshold``) as made before ``stop``."""
+        if not counts:
+            return
+        with self._lock:
+            known = self._counts.pop(cid, None) or {}
+            if len(known) + len(counts) > self._max_words:
+                known = {}
+            for word, n in counts.items():
+                old_n, old_at = known.get(word, (0, stop))
+                # A word common before an earlier bound keeps that bound.
+                common_before = old_n >= threshold and old_at < stop
+                known[word] = (old_n, old_at) if common_before else (n, stop)
+            self._counts[cid] = known  # the most recently searched at the end
+            while len(self._counts) > self._max_conversations:
+                del self._counts[next(iter(self._counts))]
+
+    def forget(self, cid: str) -> None:
+        """Drop the counts of a deleted conversation."""
+        with self._lock:
+            self._counts.pop(cid, None)
 
 
 #: Reads ``limit`` (None: all) messages after a seq, as a store operation.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from itertools import chain, repeat
 from typing import Any, TypeVar
 
@@ -27,8 +27,9 @@ from contextfold.stores._backend import OpStore
 from contextfold.stores._checks import check_checkpoint_commit
 from contextfold.stores._codec import decode_checkpoint, decode_rows
 from contextfold.stores._idempotent import AppendPlan, plan_append
+from contextfold.stores._search import WordCounts
 from contextfold.stores._tally import Counted, added_tokens
-from contextfold.stores.base import StoredMessage, Tally
+from contextfold.stores.base import Spans, StoredMessage, Tally
 
 T = TypeVar("T")
 
@@ -51,6 +52,9 @@ class Query:
     params: Sequence[Any] = ()
     many: bool = False
     stream: bool = False
+    #: Plan for these parameters every time (psycopg prepares a statement it has run five
+    #: times, and PostgreSQL may then reuse a generic plan, blind to a search's words).
+    replan: bool = False
 
 
 Op = Generator[Query, Any, T]
@@ -111,8 +115,12 @@ class Dialect:
     search_messages: str = ""
     #: SQLite: the conversation's number, from which its key range follows.
     select_conversation_num: str = ""
-    #: How many of a conversation's messages hold one word, counted up to a cap.
-    count_word: str = ""
+    #: How many of a conversation's messages hold each of a list of words, up to a cap.
+    count_words: str = ""
+    #: The messages of one conversation whose seqs are in a list (the neighbours of hits).
+    select_seqs: str = ""
+    #: The driver caches statement plans (psycopg): the searches ask for fresh ones.
+    cached_plans: bool = False
     #: Columns of ``layout`` that a migration after the first adds to an existing table.
     later_columns: frozenset[str] = frozenset()
     #: Running token totals (see :mod:`contextfold.stores._tally`): read one, move one
@@ -377,6 +385,7 @@ class SQLOpStore(OpStore):
         return op_list(self._dialect)
 
     def _op_delete(self, cid: str) -> Op[None]:
+        self._word_counts.forget(cid)
         return op_delete(self._dialect, cid)
 
     def _op_search(
@@ -384,7 +393,17 @@ class SQLOpStore(OpStore):
     ) -> Op[list[StoredMessage]]:
         from contextfold.stores._sql_search import op_search
 
-        return op_search(self._dialect, cid, query, limit, before_seq)
+        return op_search(self._dialect, cid, query, limit, before_seq, self._word_counts)
+
+    def _op_read_spans(self, cid: str, spans: Spans) -> Op[list[StoredMessage]]:
+        from contextfold.stores._sql_search import op_read_spans
+
+        return op_read_spans(self._dialect, cid, spans)
+
+    @cached_property
+    def _word_counts(self) -> WordCounts:
+        """The word counts this store's searches made, per conversation (see WordCounts)."""
+        return WordCounts()
 
 
 # -- drivers -----------------------------------------------------------------------------
@@ -397,7 +416,10 @@ def run_sync(cursor: Any, op: Op[T]) -> T:
         if query.many:
             cursor.executemany(query.sql, query.params)
             return []
-        cursor.execute(query.sql, query.params)
+        if query.replan:  # only psycopg's cursors are asked to (see Dialect.cached_plans)
+            cursor.execute(query.sql, query.params, prepare=False)
+        else:
+            cursor.execute(query.sql, query.params)
         if cursor.description is None:
             return []
         rows: Rows | RowStream = cursor if query.stream else cursor.fetchall()
@@ -413,7 +435,7 @@ async def run_async(cursor: Any, op: Op[T]) -> T:
         if query.many:
             await cursor.executemany(query.sql, query.params)
             return []
-        await cursor.execute(query.sql, query.params)
+        await cursor.execute(query.sql, query.params, prepare=False if query.replan else None)
         return await cursor.fetchall() if cursor.description is not None else []
 
     return await adrive(op, answer)

@@ -44,6 +44,7 @@ __all__ = [
     "AsyncCompactionLock",
     "AsyncMessageLog",
     "AsyncSearchableLog",
+    "AsyncSpanReadableLog",
     "AsyncStateLog",
     "AsyncStore",
     "AsyncTallyLog",
@@ -51,6 +52,8 @@ __all__ = [
     "CompactionLock",
     "MessageLog",
     "SearchableLog",
+    "SpanReadableLog",
+    "Spans",
     "StateLog",
     "Store",
     "StoreConfigError",
@@ -60,11 +63,13 @@ __all__ = [
     "has_async_checkpoints",
     "has_async_compaction_lock",
     "has_async_search",
+    "has_async_span_reads",
     "has_async_state_log",
     "has_async_tally_log",
     "has_checkpoints",
     "has_compaction_lock",
     "has_search",
+    "has_span_reads",
     "has_state_log",
     "has_tally_log",
 ]
@@ -345,6 +350,31 @@ class AsyncSearchableLog(Protocol):
     ) -> list[StoredMessage]: ...
 
 
+#: ``(lo, hi)`` runs of sequence numbers, ``lo <= seq < hi``, in order and apart.
+Spans = Sequence[tuple[int, int]]
+
+
+@runtime_checkable
+class SpanReadableLog(Protocol):
+    """Reads several runs of a log in one call: the neighbours of a search's hits.
+
+    A search answers with messages scattered over the log, and
+    :class:`~contextfold.Recall` wants a few messages around each; one call reads them all
+    (one statement in the SQL stores) instead of one read per run.
+    """
+
+    def read_spans(self, conversation_id: str, spans: Spans, /) -> list[StoredMessage]:
+        """The messages of every span, oldest first; a run past the log's end is cut short."""
+        ...
+
+
+@runtime_checkable
+class AsyncSpanReadableLog(Protocol):
+    """Async :class:`SpanReadableLog`."""
+
+    async def aread_spans(self, conversation_id: str, spans: Spans, /) -> list[StoredMessage]: ...
+
+
 @runtime_checkable
 class AsyncStore(AsyncMessageLog, AsyncCheckpointLog, AsyncCompactionLock, Protocol):
     """Asynchronous store: the same operations as :class:`Store` with an ``a`` prefix."""
@@ -398,3 +428,13 @@ def has_tally_log(store: object) -> TypeGuard[TallyLog]:
 def has_async_tally_log(store: object) -> TypeGuard[AsyncTallyLog]:
     """Whether ``store`` keeps running token totals (async API)."""
     return isinstance(store, AsyncTallyLog)
+
+
+def has_span_reads(store: object) -> TypeGuard[SpanReadableLog]:
+    """Whether ``store`` reads several runs of its log in one call (sync API)."""
+    return isinstance(store, SpanReadableLog)
+
+
+def has_async_span_reads(store: object) -> TypeGuard[AsyncSpanReadableLog]:
+    """Whether ``store`` reads several runs of its log in one call (async API)."""
+    return isinstance(store, AsyncSpanReadableLog)
