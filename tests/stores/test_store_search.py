@@ -238,9 +238,6 @@ def test_postgres_migration_shortens_the_search_pending_list(postgres_backend: A
 def test_read_spans_reads_every_run_in_order(store: Any) -> None:
     from contextfold.stores.base import has_async_span_reads, has_span_reads
 
-    if isinstance(store, InMemoryStore):  # the memory reads it one run at a time
-        assert not has_span_reads(store)
-        return
     assert has_span_reads(store)
     assert has_async_span_reads(store)
     c = cid()
@@ -260,8 +257,6 @@ async def test_async_read_spans_matches_sync(backend: Any) -> None:
     store = backend.open()
     c = cid()
     try:
-        if not hasattr(store, "aread_spans"):
-            pytest.skip("this store reads one run at a time")
         await store.aappend(c, [Message.user(f"message {i}") for i in range(1, 11)])
         rows = await store.aread_spans(c, [(1, 2), (5, 8)])
         assert [r.seq for r in rows] == [1, 5, 6, 7]

@@ -26,7 +26,7 @@ from contextfold.stores._checks import (
 )
 from contextfold.stores._codec import decode_state, encode_checkpoint, encode_state
 from contextfold.stores._idempotent import plan_append
-from contextfold.stores._search import LogIndexes, check_search_args
+from contextfold.stores._search import LogIndexes, check_search_args, check_spans
 from contextfold.stores._tally import (
     Counted,
     added_tokens,
@@ -34,7 +34,7 @@ from contextfold.stores._tally import (
     check_counter,
     check_tally,
 )
-from contextfold.stores.base import StoredMessage, Tally
+from contextfold.stores.base import Spans, StoredMessage, Tally
 
 __all__ = ["InMemoryStore"]
 
@@ -179,6 +179,24 @@ class InMemoryStore:
             end = None if limit is None else after_seq + limit
             window = conv.messages[after_seq:end]
         return [StoredMessage(after_seq + 1 + i, m) for i, m in enumerate(window)]
+
+    def read_spans(self, conversation_id: str, spans: Spans, /) -> list[StoredMessage]:
+        """The messages of every ``(lo, hi)`` run, oldest first (see SpanReadableLog)."""
+        cid = check_conversation_id(conversation_id)
+        runs = check_spans(spans)
+        with self._lock:
+            self._check_open()
+            conv = self._conversations.get(cid)
+            log = conv.messages if conv is not None else []
+            return [
+                StoredMessage(seq, log[seq - 1])
+                for lo, hi in runs
+                for seq in range(lo, min(hi, len(log) + 1))
+            ]
+
+    async def aread_spans(self, conversation_id: str, spans: Spans, /) -> list[StoredMessage]:
+        """Async :meth:`read_spans`."""
+        return self.read_spans(conversation_id, spans)
 
     def last_seq(self, conversation_id: str, /) -> int:
         """The newest sequence number, 0 for an empty or unknown conversation."""
