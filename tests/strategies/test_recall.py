@@ -226,3 +226,14 @@ def test_a_long_tool_output_is_quoted_by_its_matching_sentences() -> None:
     assert len(quoted) < len(text) // 4
     assert quoted.startswith("…")
     assert passage("short text", frozenset({"zzz"})) == "short text"
+
+
+def test_a_message_repeated_in_the_log_is_quoted_once() -> None:
+    history = facts_chat()
+    repeated = "The spare key for room 12 hangs behind the reception desk."
+    history[10:10] = [Message.user(repeated, id="r1"), Message.assistant("Thanks.", id="t1")]
+    history[40:40] = [Message.user(repeated, id="r2"), Message.assistant("Thanks!", id="t2")]
+    result = run(Recall(SlidingWindow(400)), ask(history, "Where is the spare key for room 12?"))
+    block = recalled_block(result.messages)
+    assert block.count("spare key for room 12 hangs") == 1
+    assert len([p for p in result.recalled if history[p].text == repeated]) == 1

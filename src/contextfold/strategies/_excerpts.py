@@ -68,6 +68,9 @@ class Choice:
     already_sent: int = 0  # hits whose text the context already holds
     broken: int = 0  # hits whose unit is not whole within the excerpt
     no_room: int = 0  # hits that did not fit the room left
+    #: Normalized text of every chosen message: a message repeated elsewhere in the log
+    #: (a greeting, a retried tool call) is quoted once.
+    texts: set[str] = field(default_factory=set)
 
 
 def _whole(messages: Sequence[Message]) -> bool:
@@ -77,12 +80,16 @@ def _whole(messages: Sequence[Message]) -> bool:
     return calls == results
 
 
-def _unsent(hit: SearchHit, position: int, sent: str) -> bool:
+def _text_at(hit: SearchHit, position: int) -> str:
+    return normalized(" ".join(message_texts((hit.excerpt[position - hit.start],))))
+
+
+def _unsent(hit: SearchHit, position: int, sent: str, chosen: set[str]) -> bool:
     """Whether the message at ``position`` is the match or a neighbour the context lacks."""
     if position == hit.position:
         return True
-    text = normalized(" ".join(message_texts((hit.excerpt[position - hit.start],))))
-    return bool(text) and text not in sent
+    text = _text_at(hit, position)
+    return bool(text) and text not in sent and text not in chosen
 
 
 def _is_short(
@@ -145,7 +152,7 @@ def choose(
             out.no_room += 1
             continue
         text = normalized(" ".join(message_texts((hit.message,))))
-        if not text or text in sent or hit.position in out.messages:
+        if not text or text in sent or text in out.texts or hit.position in out.messages:
             out.already_sent += 1
             continue
         options = _options(hit, partial(_is_short, hit, cost_of))
@@ -153,10 +160,11 @@ def choose(
             out.broken += 1
             continue
         for span in options:
-            new = [p for p in span if p not in out.messages and _unsent(hit, p, sent)]
+            new = [p for p in span if p not in out.messages and _unsent(hit, p, sent, out.texts)]
             extra = sum(cost_of(hit, p) for p in new)
             if out.tokens + extra <= room:
                 out.messages.update((p, hit.excerpt[p - hit.start]) for p in new)
+                out.texts.update(_text_at(hit, p) for p in new)
                 out.hits.append(hit.position)
                 out.tokens += extra
                 break
