@@ -5,8 +5,9 @@ the newest user message after the whole conversation (speaker A as ``user``, B a
 ``assistant``, each message dated with its session's date). The context is built at 5%, 10%
 and 25% of the conversation's tokens by SlidingWindow, Hybrid, Summarization and Checkpoint
 (extractive summarizer), each with and without ``Recall`` (30% of the budget), and by LangChain
-``trim_messages``. As a live app would, each summarizing strategy builds its checkpoint once
-per conversation and budget, and every question's build reuses it; Recall's searches are
+``trim_messages``. As a live app would, each strategy builds a context before every user
+turn of the conversation, keeping its newest checkpoint and its state (where the cache-stable
+window stands), and every question's build starts from those; Recall's searches are
 answered by one BM25 index per conversation (what a store's search gives a
 ``ConversationMemory``). Score: the share of questions whose normalized answer (as in
 ``bench/retention.py``) appears as whole words in the context, the question itself left out.
@@ -51,7 +52,13 @@ from contextfold import (
 from contextfold._drive import drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.search import BM25Index, hit_around, searchable_text
-from contextfold.strategies.base import PlanOp, SearchCall, Strategy, StrategyResult
+from contextfold.strategies.base import (
+    PlanOp,
+    SearchCall,
+    Strategy,
+    StrategyResult,
+    StrategyState,
+)
 from contextfold.strategies.run import call_summarizer
 from contextfold.tokens.approx import ApproxCounter
 from contextfold.turns import prefix_length
@@ -162,10 +169,32 @@ class Conversation:
         return reply
 
     def build(
-        self, strategy: Strategy, history: Sequence[Message], ckpt: CheckpointRecord | None
+        self,
+        strategy: Strategy,
+        history: Sequence[Message],
+        ckpt: CheckpointRecord | None,
+        state: StrategyState | None = None,
     ) -> StrategyResult:
-        plan = strategy.plan(history, counter=COUNTER, checkpoint=ckpt)
+        plan = strategy.plan(history, counter=COUNTER, checkpoint=ckpt, state=state)
         return drive(plan, self.answer(history))
+
+    def live(self, strategy: Strategy) -> tuple[CheckpointRecord | None, StrategyState]:
+        """The checkpoint and state a live app holds once the conversation is over.
+
+        The app builds a context before every turn (each speaker's message, as it arrives),
+        keeping the newest checkpoint and the strategy's state, as a ConversationMemory does;
+        a cache-stable window is then wherever that sequence of builds left it, not freshly
+        compacted to its lower mark.
+        """
+        ckpt: CheckpointRecord | None = None
+        state = StrategyState()
+        for end in range(self.floor + 1, len(self.messages) + 1):
+            if self.messages[end - 1].role != "user":
+                continue
+            result = self.build(strategy, self.messages[:end], ckpt, state)
+            ckpt = result.checkpoint or ckpt
+            state = result.state
+        return ckpt, state
 
 
 def score_conversation(
@@ -186,13 +215,13 @@ def score_conversation(
             runs[name] = strategy
             runs[f"Recall+{name}"] = Recall(inner[name], share=SHARE)
         for name, strategy in runs.items():
-            # The checkpoint a live app holds by the time the questions come.
-            ckpt = conv.build(strategy, msgs, None).checkpoint
+            # The checkpoint and state a live app holds by the time the questions come.
+            ckpt, state = conv.live(strategy)
             for k, (question, answer) in enumerate(qs):
                 qid = f"q{k}"
                 history = [*msgs, Message.user(question, id=qid)]
                 start = time.perf_counter()
-                result = conv.build(strategy, history, ckpt)
+                result = conv.build(strategy, history, ckpt, state)
                 times.setdefault(f"{name} {col}", []).append(time.perf_counter() - start)
                 assert result.tokens <= budget, (name, result.tokens, budget)
                 hit = retained([answer], without_question(result.messages, qid)) > 0
