@@ -202,3 +202,22 @@ def test_an_older_sqlite_file_gets_the_tallies_table(tmp_path: Path) -> None:
     store.save_tally("c", "k", Tally(4, 40))
     assert store.load_tally("c", "k") == Tally(4, 40)
     store.close()
+
+
+def test_a_tally_far_behind_is_caught_up_on_request_not_in_a_build() -> None:
+    from contextfold.stores import InMemoryStore
+
+    store = InMemoryStore()
+    c = cid()
+    ConversationMemory(store=store, conversation_id=c).extend(chat(10))  # tally at 10
+    store.append(c, chat(5000)[10:])  # 4,990 more without counts
+    counting = Counting(store)
+    reader = ConversationMemory.open(counting, conversation_id=c, strategy=SlidingWindow(300))
+    for _ in range(2):
+        assert reader.build_context().stats.total_tokens is None
+        assert counting.rows < 200  # builds read the window only, never the gap
+    truth = reader.counter.count_messages([s.message for s in store.read(c)])
+    counting.rows = 0
+    assert reader.count_history() == truth
+    assert counting.rows <= 5000 - 10  # counted from the tally on, not from the start
+    assert store.load_tally(c, tally_name(reader.counter)) == Tally(5000, truth)

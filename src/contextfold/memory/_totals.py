@@ -100,7 +100,12 @@ class Totals:
                 self.total, self.total_upto = known, last
                 return self.total
             yield from self._stored_total(last)
-            if self.total is None or last - self.total_upto > _COUNT_PAGE:
+            if self.total is None:
+                return None
+            if last - self.total_upto > _COUNT_PAGE:
+                # Too far behind to catch up inside a build: leave it to count_history,
+                # which starts from the same tally (read again then).
+                self.total, self.total_upto, self.tally_read = None, 0, False
                 return None
         if self.total_upto >= last:
             return self.total
