@@ -16,7 +16,7 @@ from typing import Any
 from contextfold.errors import FormatError
 from contextfold.messages import Message, ToolCallPart
 
-__all__ = ["file_operations"]
+__all__ = ["file_operations", "is_plausible_path"]
 
 _READ_TOOLS = frozenset(
     {"read", "read_file", "view", "cat", "open", "open_file", "notebookread", "readfile", "ls"}
@@ -119,3 +119,17 @@ def file_operations(messages: Iterable[Message]) -> tuple[set[str], set[str]]:
             elif name in _EDITOR_WRITE_COMMANDS and path:
                 modified.add(path)
     return read, modified
+
+
+#: The longest path worth printing in a summary.
+_MAX_PATH = 160
+_PLAUSIBLE = re.compile(r"[\w@+~.,=-]*(?:/[\w@+~.,= -]*)*/?")
+
+
+def is_plausible_path(path: str) -> bool:
+    """Whether a path a tool call implied can be printed as one (no newline, quote, paren).
+
+    A shell heredoc or pipe misread by :func:`file_operations` (``EOF\n)"``) is no file to
+    list in a summary or carry to the next checkpoint.
+    """
+    return bool(path) and _PLAUSIBLE.fullmatch(path) is not None and len(path) <= _MAX_PATH

@@ -20,7 +20,7 @@ from contextfold.messages import Message, ToolCallPart
 from contextfold.prompts import build_cache_aligned_messages
 from contextfold.strategies.checkpoint import Checkpoint
 from contextfold.strategies.run import arun, run
-from contextfold.summarizers import ExtractiveSummarizer, SummaryRequest
+from contextfold.summarizers import ExtractiveSummarizer, SummarizationResult, SummaryRequest
 from contextfold.testing import FakeSummarizer, FixedCounter
 from contextfold.tokens.approx import ApproxCounter
 from contextfold.turns import prefix_length, validate
@@ -603,3 +603,51 @@ def test_checkpoint_records_the_prompt_set_an_adapter_was_given() -> None:
     result = run(Checkpoint(Wrapped(answer), max_tokens=BUDGET), history, counter=COUNTER)
     assert result.checkpoint is not None
     assert result.checkpoint.prompt_hash == prompt_hash(custom) != prompt_hash(DEFAULT_PROMPTS)
+
+
+@pytest.mark.parametrize("earlier", [False, True])
+def test_a_split_turns_checkpoint_is_no_longer_than_its_room(earlier: bool) -> None:
+    """The header joining a split turn's part counts against the room it was given."""
+    history = [*chat(6, size=300), *long_single_turn()[1:]] if earlier else long_single_turn()
+    counter = ApproxCounter()
+    files = " ".join(f"pkg/m{i}.py" for i in range(30))  # listed, so no file list is added
+
+    def filling(request: SummaryRequest) -> str:
+        return (files + " " + "x" * 4 * (request.max_output_tokens or 0))[
+            : 4 * (request.max_output_tokens or 0)
+        ]
+
+    fake = FakeSummarizer(text=filling)
+    strategy = Checkpoint(fake, max_tokens=2500, keep_recent_tokens=800, max_output_tokens=300)
+    result = check(history, strategy)
+    assert result.checkpoint is not None
+    assert result.checkpoint.details["split_turn"]
+    assert 250 < counter.count_text(result.checkpoint.summary) <= 300
+
+
+def test_a_misread_shell_path_is_never_listed_as_a_modified_file() -> None:
+    call = ToolCallPart(
+        "c1", "Bash", json.dumps({"command": "cat > notes.md <<'EOF'\nsee app.py\nEOF\n)\""})
+    )
+    history = [
+        Message.system("agent", id="s"),
+        Message.user("Write the notes.", id="notes-ask"),
+        Message.assistant("writing", tool_calls=[call], id="notes-call"),
+        Message.tool_result("c1", "done", id="notes-done"),
+        *chat(8, system=False, size=300),
+    ]
+
+    class Reporting(FakeSummarizer):
+        """Reports a misread path as a modified file, as a naive summarizer might."""
+
+        def summarize(self, request: SummaryRequest, /) -> SummarizationResult:
+            done = super().summarize(request)
+            details = {"files_modified": ['EOF\n)"', "notes.md"]}
+            return SummarizationResult.success(done.text or "", details=details)
+
+    fake = Reporting("notes written")
+    result = check(history, Checkpoint(fake, max_tokens=900, keep_recent_tokens=200))
+    assert result.checkpoint is not None
+    assert result.checkpoint.details["files_modified"] == ["notes.md"]
+    assert "EOF" not in result.checkpoint.summary
+    assert "notes.md" in result.checkpoint.summary  # the real one is still listed

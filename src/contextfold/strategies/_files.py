@@ -14,7 +14,7 @@ from typing import Any
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.framing import escape_text
 from contextfold.messages import Message
-from contextfold.paths import file_operations
+from contextfold.paths import file_operations, is_plausible_path
 from contextfold.summarizers.base import SummarizationResult
 
 __all__ = ["FileTrail"]
@@ -43,7 +43,10 @@ class FileTrail:
         r_new, m_new = file_operations(span)
         read |= r_new
         modified |= m_new
-        return FileTrail(frozenset(read - modified), frozenset(modified))
+        # A heredoc or a pipe misread as a file name is no file to list or carry forward.
+        modified = {f for f in modified if is_plausible_path(f)}
+        read = {f for f in read - modified if is_plausible_path(f)}
+        return FileTrail(frozenset(read), frozenset(modified))
 
     def details(self) -> dict[str, list[str]]:
         return {"files_read": sorted(self.read), "files_modified": sorted(self.modified)}

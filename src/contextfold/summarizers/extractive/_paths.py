@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from contextfold.paths import is_plausible_path
 
 __all__ = ["PathCounts", "count_paths", "is_file_shaped", "is_plausible"]
 
@@ -36,7 +37,6 @@ _LINE_SUFFIX_RE = re.compile(r"(?::\d+)+:?$")
 _NOT_FILES = ("/dev/", "/proc/", "/sys/")
 _LIBRARY_RE = re.compile(r"[A-Z][a-z]+\.js|console\.\w+|[a-z]+\.(?:log|info|warn|error|debug)")
 _MAX_PATH = 160
-_PLAUSIBLE_RE = re.compile(r"[\w@+~.,=-]*(?:/[\w@+~.,= -]*)*/?")
 
 
 def is_file_shaped(path: str) -> bool:
@@ -63,7 +63,7 @@ def is_file_shaped(path: str) -> bool:
 
 def is_plausible(path: str) -> bool:
     """Whether a path a tool call implied can be printed as one (no newline, quote, paren)."""
-    return _PLAUSIBLE_RE.fullmatch(path) is not None and len(path) <= _MAX_PATH
+    return is_plausible_path(path)
 
 
 def _clean(path: str) -> str:
