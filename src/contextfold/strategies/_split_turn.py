@@ -18,6 +18,7 @@ __all__ = ["SplitSpan", "joined_text", "split_span"]
 
 _TURN_HEADER = "Context of the current turn (its first part was condensed):"
 _SPLIT_JOIN = f"\n\n---\n\n{_TURN_HEADER}\n\n"
+_TURN_HEAD = f"{_TURN_HEADER}\n\n"
 _MIN_OUTPUT = 64
 
 
@@ -53,11 +54,15 @@ def split_span(
     if max_output is not None:
         cap = min(cap, max_output)
     main_cap, turn_cap = cap, 0
+    # The joined text adds a header (and a separator): the caps leave room for it, so the
+    # checkpoint is no longer than the room it was given.
     if turn_start < k and turn_start == st.base_from:
-        turn_cap = cap  # the whole span is the first part of the newest turn
+        # the whole span is the first part of the newest turn
+        turn_cap = max(_MIN_OUTPUT // 2, cap - st.counter.count_text(_TURN_HEAD))
     elif turn_start < k:
-        turn_cap = max(_MIN_OUTPUT // 2, cap // 3)
-        main_cap = max(_MIN_OUTPUT // 2, cap - turn_cap)
+        room = cap - st.counter.count_text(_SPLIT_JOIN)
+        turn_cap = max(_MIN_OUTPUT // 2, room // 3)
+        main_cap = max(_MIN_OUTPUT // 2, room - turn_cap)
     return SplitSpan(k, turn_start, main_cap, turn_cap)
 
 
@@ -67,4 +72,4 @@ def joined_text(main_text: str | None, turn_text: str | None) -> str:
         return main_text or ""
     if main_text:
         return f"{main_text}{_SPLIT_JOIN}{turn_text}"
-    return f"{_TURN_HEADER}\n\n{turn_text}"
+    return f"{_TURN_HEAD}{turn_text}"
