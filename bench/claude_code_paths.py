@@ -168,7 +168,9 @@ def bench_claude_code(tiny: bool) -> dict[str, Any]:
         wanted = sorted(p for p, c in counts.items() if c >= 2)
         budget = counter.count_text(cc_summary)  # Claude Code's own summary length
         # Keep only the newest indivisible unit verbatim; the checkpoint gets the rest of the
-        # budget, capped at Claude Code's own summary length.
+        # budget, capped at Claude Code's own summary length. One compaction measured at that
+        # length, as Claude Code's is: the whole room (compact_to=1.0), not the lower mark a
+        # cache-stable app compacts to ahead of later turns.
         newest = units(span)[-1]
         newest_tokens = counter.count_messages(span[newest[0] :])
         strategy = Checkpoint(
@@ -176,6 +178,7 @@ def bench_claude_code(tiny: bool) -> dict[str, Any]:
             max_tokens=newest_tokens + budget + 200,
             keep_recent_tokens=0,
             max_output_tokens=budget,
+            compact_to=1.0,
         )
         result = run(strategy, span, counter=counter)
         ours = result.checkpoint.summary if result.checkpoint is not None else ""
