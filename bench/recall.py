@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -37,7 +36,15 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench.retention import DATA, FRACTIONS, OUT, langchain_trim, normalize, retained
+from bench.retention import (
+    DATA,
+    FRACTIONS,
+    OUT,
+    langchain_trim,
+    locomo_messages,
+    normalize,
+    retained,
+)
 from contextfold import (
     Checkpoint,
     ConversationMemory,
@@ -47,7 +54,6 @@ from contextfold import (
     Recall,
     SlidingWindow,
     Summarization,
-    TextPart,
 )
 from contextfold._drive import drive
 from contextfold.checkpoints import CheckpointRecord
@@ -71,26 +77,7 @@ SHARE = 0.3
 
 def dated_messages(sample: dict[str, Any]) -> list[Message]:
     """The conversation as messages; the session date opens each session and dates each one."""
-    conv = sample["conversation"]
-    a = conv["speaker_a"]
-    sessions = sorted(int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k))
-    out: list[Message] = []
-    for s in sessions:
-        date = conv.get(f"session_{s}_date_time", "")
-        for j, turn in enumerate(conv[f"session_{s}"]):
-            text = turn["text"]
-            if turn.get("blip_caption"):
-                text += f" [shares {turn['blip_caption']}]"
-            if j == 0 and date:
-                text = f"[{date}] {text}"
-            role = "user" if turn["speaker"] == a else "assistant"
-            extra = {"timestamp": date} if date else {}
-            out.append(
-                Message(
-                    role, (TextPart(text),), id=turn["dia_id"], name=turn["speaker"], extra=extra
-                )
-            )
-    return out
+    return locomo_messages(sample, dated=True)
 
 
 def questions(sample: dict[str, Any], full_norm: str) -> list[tuple[str, str]]:

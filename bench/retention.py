@@ -63,8 +63,12 @@ def normalize(text: str) -> str:
 # -- LoCoMo -------------------------------------------------------------------------------------
 
 
-def locomo_messages(sample: dict[str, Any]) -> list[Message]:
-    """Speaker A -> user, B -> assistant; the session date opens each session."""
+def locomo_messages(sample: dict[str, Any], *, dated: bool = False) -> list[Message]:
+    """Speaker A -> user, B -> assistant; the session date opens each session.
+
+    With ``dated``, every message also carries its session's date as ``extra["timestamp"]``
+    (what Recall prints beside an excerpt).
+    """
     conv = sample["conversation"]
     a = conv["speaker_a"]
     sessions = sorted(int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k))
@@ -78,7 +82,10 @@ def locomo_messages(sample: dict[str, Any]) -> list[Message]:
             if j == 0 and date:
                 text = f"[{date}] {text}"
             role = "user" if turn["speaker"] == a else "assistant"
-            out.append(Message(role, (TextPart(text),), id=turn["dia_id"], name=turn["speaker"]))
+            more = {"extra": {"timestamp": date}} if dated and date else {}
+            out.append(
+                Message(role, (TextPart(text),), id=turn["dia_id"], name=turn["speaker"], **more)
+            )
     return out
 
 
