@@ -221,3 +221,30 @@ def test_a_tally_far_behind_is_caught_up_on_request_not_in_a_build() -> None:
     assert reader.count_history() == truth
     assert counting.rows <= 5000 - 10  # counted from the tally on, not from the start
     assert store.load_tally(c, tally_name(reader.counter)) == Tally(5000, truth)
+
+
+def test_a_counter_that_recalibrates_stops_keeping_its_total() -> None:
+    from contextfold.stores import InMemoryStore
+    from contextfold.tokens import CalibratedCounter
+
+    store = InMemoryStore()
+    c = cid()
+    counter = CalibratedCounter(ApproxCounter())
+    memory = ConversationMemory(store=store, conversation_id=c, counter=counter)
+    memory.extend(chat(4))
+    first = tally_name(counter)
+    assert first is not None
+    assert store.load_tally(c, first) == Tally(4, counter.count_messages(chat_of(store, c)))
+    kept = store.load_tally(c, first)
+    sent = chat_of(store, c)
+    assert counter.observe(sent, int(ApproxCounter().count_messages(sent) * 1.2)) is not None
+    now = tally_name(counter)
+    assert now is not None
+    assert now != first  # the ratio moved: another configuration
+    memory.extend(chat(6)[4:])
+    assert store.load_tally(c, first) == kept  # not moved by counts of the new ratio
+    assert store.load_tally(c, now) is None  # nor anything started under the new name
+
+
+def chat_of(store: Any, c: str) -> list[Message]:
+    return [s.message for s in store.read(c)]

@@ -43,7 +43,7 @@ from contextfold.strategies.base import (
     counts_tools,
 )
 from contextfold.summarizers.base import SummarizationResult
-from contextfold.tokens.base import TokenCounter
+from contextfold.tokens.base import TokenCounter, tally_name
 
 _LOCK_BUSY = (
     "another process holds the compaction lock for this conversation; built without compacting"
@@ -127,6 +127,7 @@ class MemoryCore(Searcher, Totals):
         self.strategy = strategy
         self.prices = prices
         self.counter = counter
+        self.tally_as = tally_name(counter)
         self.tools = tools
         self.lock_ttl = lock_ttl
         # What the strategy counts against its budget, when it counts tools itself.

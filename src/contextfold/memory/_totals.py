@@ -34,14 +34,19 @@ class Totals:
     #: Whether the store's tally was read yet (once per memory, see :meth:`_stored_total`).
     tally_read: bool
 
+    #: The counter's tally name when the memory was made (see :attr:`tally_counter`).
+    tally_as: str | None
+
     @property
     def tally_counter(self) -> str | None:
-        """The name the store keeps this memory's running total under (None: not kept)."""
-        name: str | None = self.__dict__.get("_tally_counter", "")
-        if name == "":
-            name = tally_name(self.counter)
-            self.__dict__["_tally_counter"] = name
-        return name
+        """The name the store keeps this memory's running total under (None: not kept).
+
+        A counter whose configuration changes while it serves (a calibrated counter learning
+        its ratio) counts differently from then on, so its totals stop being kept instead of
+        mixing counts of two configurations under one name.
+        """
+        name = self.tally_as
+        return name if name is not None and tally_name(self.counter) == name else None
 
     def append_op(self, messages: tuple[Message, ...]) -> Append:
         """The append of ``messages``, carrying their counts so the store's tally moves."""
