@@ -202,7 +202,7 @@ class OpStore(ABC):
         tokens: Sequence[int],
     ) -> list[int]:
         """:meth:`append`, moving ``counter``'s running total (see :class:`TallyLog`)."""
-        counted = check_counted(counter, tokens, _size(messages))
+        counted = check_counted(counter, tokens, messages)
         return self._append(conversation_id, messages, counted)
 
     def load_tally(self, conversation_id: str, counter: str, /) -> Tally | None:
@@ -226,7 +226,7 @@ class OpStore(ABC):
         tokens: Sequence[int],
     ) -> list[int]:
         """Async :meth:`append_counted`."""
-        counted = check_counted(counter, tokens, _size(messages))
+        counted = check_counted(counter, tokens, messages)
         return await self._aappend(conversation_id, messages, counted)
 
     async def aload_tally(self, conversation_id: str, counter: str, /) -> Tally | None:
@@ -383,11 +383,6 @@ class OpStore(ABC):
         """Async :meth:`delete`."""
         cid = check_conversation_id(conversation_id)
         await self._arun(self._op_delete(cid), "delete", cid, write=True)
-
-
-def _size(messages: object) -> int:
-    """The batch size for checking counts (a non-sequence is refused by the encoder)."""
-    return len(messages) if isinstance(messages, Sequence) else 0
 
 
 class LockingOpStore(OpStore):

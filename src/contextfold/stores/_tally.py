@@ -51,18 +51,20 @@ def check_counter(counter: object) -> str:
     return counter
 
 
-def check_counted(counter: object, tokens: object, messages: int) -> Counted:
-    """Validate ``append_counted``'s arguments for a batch of ``messages``."""
+def check_counted(counter: object, tokens: object, messages: object) -> Counted:
+    """Validate ``append_counted``'s arguments for the batch ``messages``.
+
+    A batch that is not a sequence is refused later, by the encoder, like any append's.
+    """
     name = check_counter(counter)
     if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
         raise ConfigError(
             f"tokens must be a sequence of counts, got {type(tokens).__name__}", argument="tokens"
         )
     counts = tuple(tokens)
-    if len(counts) != messages:
-        raise ConfigError(
-            f"tokens has {len(counts)} counts for {messages} messages", argument="tokens"
-        )
+    size = len(messages) if isinstance(messages, Sequence) else 0
+    if len(counts) != size:
+        raise ConfigError(f"tokens has {len(counts)} counts for {size} messages", argument="tokens")
     for n in counts:
         if type(n) is not int or n < 0:
             raise ConfigError(f"tokens must hold non-negative ints, got {n!r}", argument="tokens")

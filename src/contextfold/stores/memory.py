@@ -82,8 +82,7 @@ class InMemoryStore:
         tokens: Sequence[int],
     ) -> list[int]:
         """:meth:`append`, moving ``counter``'s running total (see :class:`TallyLog`)."""
-        size = len(messages) if isinstance(messages, Sequence) else 0
-        return self._append(conversation_id, messages, check_counted(counter, tokens, size))
+        return self._append(conversation_id, messages, check_counted(counter, tokens, messages))
 
     def load_tally(self, conversation_id: str, counter: str, /) -> Tally | None:
         """``counter``'s running total of the conversation, or None."""
