@@ -57,7 +57,12 @@ from contextfold import (
 )
 from contextfold._drive import drive
 from contextfold.checkpoints import CheckpointRecord
-from contextfold.search import BM25Index, hit_around, searchable_text
+from contextfold.search import (
+    BM25Index,
+    hit_around,
+    searchable_text,
+    spread_ranks,
+)
 from contextfold.strategies.base import (
     PlanOp,
     SearchCall,
@@ -147,9 +152,10 @@ class Conversation:
             if isinstance(op, SearchCall):
                 hi = min(op.before, len(self.messages))
                 hits = self.index.search(op.query, limit=op.limit, hi=hi)
+                ranked = spread_ranks([p for p, _ in hits], op, self.floor, hi)
                 return tuple(
                     hit_around(p, self.floor, hi, op.around, lambda a, b: history[a:b])
-                    for p, _ in hits
+                    for p in ranked
                 )
             return call_summarizer(op)
 

@@ -200,3 +200,18 @@ def test_a_store_without_search_is_read_whole_with_a_note() -> None:
     assert "K84" in recalled_text(ctx)
     assert any("cannot search" in n for n in ctx.stats.notes)
     assert memory.search("room 12 locker K84", limit=1)[0].seq == 26
+
+
+def test_the_reply_to_a_matching_question_is_recalled_from_the_store(store: Any) -> None:
+    for spread, found in ((0.8, True), (0.0, False)):
+        memory = ConversationMemory(strategy=Recall(SlidingWindow(300), spread=spread), store=store)
+        fill(memory, 60)
+        memory.add(Message.assistant("What have you been painting lately, Mel?"))
+        memory.add(Message.user("A lake at sunrise, all orange and pink."))
+        for i in range(60, 100):
+            memory.add(Message.user(f"Fact {i}: my locker code for room {i} is K{i * 7}."))
+            memory.add(Message.assistant(f"Noted room {i}."))
+        memory.add(Message.user("What did Mel paint lately?"))
+        text = recalled_text(memory.build_context())
+        assert "painting lately" in text
+        assert ("lake at sunrise" in text) is found

@@ -194,6 +194,9 @@ def test_frozen_shared_and_abilities() -> None:
         ({"share": True}, "share"),
         ({"candidates": 0}, "candidates"),
         ({"around": -1}, "around"),
+        ({"spread": 1.5}, "spread"),
+        ({"spread": -0.1}, "spread"),
+        ({"spread": True}, "spread"),
         ({"query": 5}, "query"),
         ({"placement": "tags"}, "placement"),
         ({"max_tokens": 0}, "max_tokens"),
@@ -237,3 +240,22 @@ def test_a_message_repeated_in_the_log_is_quoted_once() -> None:
     block = recalled_block(result.messages)
     assert block.count("spare key for room 12 hangs") == 1
     assert len([p for p in result.recalled if history[p].text == repeated]) == 1
+
+
+def painting_chat() -> list[Message]:
+    """A chat where the answer shares no word with the question; the question before it does."""
+    history = facts_chat()
+    history[30:30] = [
+        Message.assistant("What have you been painting lately, Mel?", id="p1"),
+        Message.user("A lake at sunrise, all orange and pink.", id="p2"),
+    ]
+    return history
+
+
+def test_the_reply_to_a_matching_question_is_recalled_with_the_spread() -> None:
+    question = "What did Mel paint lately?"
+    spread = run(Recall(SlidingWindow(400)), ask(painting_chat(), question))
+    assert "lake at sunrise" in recalled_block(spread.messages)
+    flat = run(Recall(SlidingWindow(400), spread=0), ask(painting_chat(), question))
+    assert "lake at sunrise" not in recalled_block(flat.messages)
+    assert "painting lately" in recalled_block(flat.messages)

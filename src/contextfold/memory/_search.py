@@ -20,7 +20,7 @@ from contextfold.errors import ConfigError, StoreError
 from contextfold.memory._ops import CoreGen, Read, ReadSpans, Search
 from contextfold.memory._reader import History, HistoryReader
 from contextfold.messages import Message
-from contextfold.search import BM25Index, searchable_text
+from contextfold.search import BM25Index, searchable_text, spread_ranks
 from contextfold.stores.base import StoredMessage
 from contextfold.strategies.base import (
     PlanOp,
@@ -84,12 +84,13 @@ class Searcher(HistoryReader):
         if not call.query.strip() or call.limit <= 0 or before <= floor:
             return ()
         rows = yield from self.search_log(call.query, call.limit, before, notes)
+        matches = [row.seq for row in rows if floor <= row.seq < before]
         spans = [
-            (row.seq, max(floor, row.seq - call.around), min(before, row.seq + call.around + 1))
-            for row in rows
-            if floor <= row.seq < before
+            (seq, max(floor, seq - call.around), min(before, seq + call.around + 1))
+            for seq in spread_ranks(matches, call, floor, before)
         ]
-        known = yield from self._neighbours(_merged((lo, hi) for _, lo, hi in spans))
+        found = {row.seq: row.message for row in rows}
+        known = yield from self._neighbours(_merged((lo, hi) for _, lo, hi in spans), found)
         return tuple(
             SearchHit(seq, lo, tuple(known[s] for s in range(lo, hi))) for seq, lo, hi in spans
         )
@@ -118,23 +119,30 @@ class Searcher(HistoryReader):
             result = dataclasses.replace(result, summary_calls=calls)
         return result
 
-    def _neighbours(self, runs: list[tuple[int, int]]) -> CoreGen[dict[int, Message]]:
-        """The messages of the ``(lo, hi)`` seq runs by seq: cached runs free, the rest read.
+    def _neighbours(
+        self, runs: list[tuple[int, int]], found: dict[int, Message]
+    ) -> CoreGen[dict[int, Message]]:
+        """The messages of the ``(lo, hi)`` seq runs by seq: those ``found`` by the search
+        and those cached come free, the rest are read.
 
-        The runs not cached are read in one store call (one statement in the SQL stores),
-        not one read per hit.
+        What is left is read in one store call (one statement in the SQL stores), not one
+        read per hit.
 
         Raises:
             StoreError: the store left out a message of a run (its log is damaged).
         """
         known: dict[int, Message] = {}
-        missing: list[tuple[int, int]] = []
+        lacking: list[tuple[int, int]] = []
         for lo, hi in runs:
-            cached = [self._cached(seq) for seq in range(lo, hi)]
-            if all(m is not None for m in cached):
-                known.update((seq, m) for seq, m in zip(range(lo, hi), cached, strict=True) if m)
-            else:
-                missing.append((lo, hi))
+            for seq in range(lo, hi):
+                message = found.get(seq)
+                if message is None:
+                    message = self._cached(seq)
+                if message is None:
+                    lacking.append((seq, seq + 1))
+                else:
+                    known[seq] = message
+        missing = _merged(lacking)
         if missing:
             rows: list[StoredMessage] = yield ReadSpans(tuple(missing))
             wanted = [seq for lo, hi in missing for seq in range(lo, hi)]

@@ -4,12 +4,20 @@
 increasing keys), :func:`tokenize` is the tokenization it uses, and :func:`searchable_text`
 is the text of a message every search backend indexes. :class:`~contextfold.Recall` answers
 its searches with these when a history is given directly (``run()``/``arun()``); a
-:class:`~contextfold.ConversationMemory` asks its store instead.
+:class:`~contextfold.ConversationMemory` asks its store instead. Both rank the matches
+with :func:`spread_ranks`, which lets a message inherit part of its neighbours' rank.
 """
 
 from __future__ import annotations
 
 from contextfold.search._bm25 import BM25Index, searchable_text, tokenize
-from contextfold.search._history import hit_around, search_messages
+from contextfold.search._history import hit_around, search_messages, spread_ranks
 
-__all__ = ["BM25Index", "hit_around", "search_messages", "searchable_text", "tokenize"]
+__all__ = [
+    "BM25Index",
+    "hit_around",
+    "search_messages",
+    "searchable_text",
+    "spread_ranks",
+    "tokenize",
+]

@@ -4,7 +4,8 @@
 by indexing the part that may be searched (after the system prefix, before the call's
 ``before``) and cutting each hit's neighbours out of the list. The memory answers the same
 call with its store's search instead (:mod:`contextfold.memory._search`); both give the
-same shape of answer, built by :func:`hit_around`.
+same shape of answer, built by :func:`hit_around`, and rank it the same way
+(:func:`spread_ranks`, when the call asks for a spread).
 """
 
 from __future__ import annotations
@@ -16,7 +17,39 @@ from contextfold.search._bm25 import BM25Index, searchable_text
 from contextfold.strategies.base import SearchCall, SearchHit
 from contextfold.turns import prefix_length
 
-__all__ = ["hit_around", "search_messages"]
+__all__ = ["hit_around", "search_messages", "spread_ranks"]
+
+#: Rank ``r`` (from 0) scores ``1 / (_RANK_OFFSET + r + 1)``: the first few matches count
+#: about alike, so one strong match does not drown a pair of good neighbours.
+_RANK_OFFSET = 10
+
+
+def spread_ranks(positions: Sequence[int], call: SearchCall, lo: int, hi: int) -> list[int]:
+    """The ``call.limit`` best positions once each match lends rank to its neighbours.
+
+    ``positions`` are the search's matches, best first (``call.limit`` of them: a deeper
+    pool ranked no better on LoCoMo, and costs a longer search). A match at rank ``r`` scores
+    ``1 / (10 + r + 1)``, and a message (a match or not) scores its own plus ``call.spread``
+    times the better of its two neighbours' (the messages right before and after it, inside
+    ``lo..hi-1``). So the answer after a matching question, which shares no word with the
+    query itself, ranks next to the question, and of two equal matches the one beside
+    another match ranks first; a run of weak matches lends no more than its best one. Of
+    equal scores the better match goes first (a neighbour never displaces the match that
+    lends to it), then the later position (of a match's two neighbours, the one after it is
+    more often its answer); without a spread the order is the search's.
+    """
+    if call.spread <= 0:
+        return list(positions[: call.limit])
+    own: dict[int, float] = {}
+    for rank, position in enumerate(positions):
+        own.setdefault(position, 1.0 / (_RANK_OFFSET + rank + 1))
+    lent: dict[int, float] = {}
+    for position, weight in own.items():
+        for near in (position - 1, position + 1):
+            if lo <= near < hi:
+                lent[near] = max(lent.get(near, 0.0), call.spread * weight)
+    score = {p: own.get(p, 0.0) + lent.get(p, 0.0) for p in own.keys() | lent.keys()}
+    return sorted(score, key=lambda p: (-score[p], -own.get(p, 0.0), -p))[: call.limit]
 
 
 def hit_around(
@@ -44,7 +77,8 @@ def search_messages(messages: Sequence[Message], call: SearchCall) -> tuple[Sear
     index = BM25Index()
     for i in range(lo, hi):
         index.add(i, searchable_text(messages[i]))
-    hits = index.search(call.query, limit=call.limit)
+    matches = [pos for pos, _ in index.search(call.query, limit=call.limit)]
     return tuple(
-        hit_around(pos, lo, hi, call.around, lambda a, b: messages[a:b]) for pos, _ in hits
+        hit_around(pos, lo, hi, call.around, lambda a, b: messages[a:b])
+        for pos in spread_ranks(matches, call, lo, hi)
     )

@@ -111,12 +111,19 @@ class SearchCall:
             that one are searched (its length: everything given, and what came before).
         limit: how many hits at most.
         around: how many neighbouring messages each side of a hit to return with it.
+        spread: how much of a match's rank a message next to it inherits (0: none). An
+            answer often shares no word with the question ("What did she paint?" is
+            answered by "A lake at sunrise!" after "What have you been painting?"), so
+            with a spread the driver scores each message by its own rank among the
+            matches plus ``spread`` times its better neighbour's
+            (:func:`contextfold.search.spread_ranks`).
     """
 
     query: str
     before: int
     limit: int
     around: int = 3
+    spread: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

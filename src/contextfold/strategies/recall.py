@@ -9,7 +9,8 @@ message (or a query the caller gives):
 2. the plan yields a :class:`~contextfold.strategies.base.SearchCall` for what was not sent,
    answered by the driver: :func:`~contextfold.strategies.run` searches the history it holds
    with BM25, a :class:`~contextfold.ConversationMemory` asks its store, so a memory that
-   reads only a bounded tail still searches the whole log;
+   reads only a bounded tail still searches the whole log; each match lends part of its
+   rank to its neighbours, so the reply to a matching question ranks too;
 3. the hits become excerpts (:mod:`contextfold.strategies._excerpts`): whole units only, none
    the summary or the context already holds, the request before an answer when there is
    room, each line with the message's position and time, framed and escaped like a summary;
@@ -92,6 +93,12 @@ def _check_share(share: object) -> float:
     return float(share)
 
 
+def _check_spread(spread: object) -> float:
+    if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not 0 <= spread <= 1:
+        raise ConfigError(f"spread must be a number from 0 to 1, got {spread!r}", argument="spread")
+    return float(spread)
+
+
 def _budget_of(strategy: Strategy, max_tokens: int | None) -> int:
     if max_tokens is None:
         max_tokens = getattr(strategy, "max_tokens", None)
@@ -119,6 +126,11 @@ class Recall(FrozenConfig):
         candidates: how many hits to ask the search for.
         around: neighbours each side of a hit the search returns, from which whole units
             and the request before an answer are taken.
+        spread: how much of a match's rank passes to the messages right before and after
+            it (0 to 1; 0 ranks by the search's order alone). An answer rarely repeats the
+            question's words, but the question it answers does: with a spread, the reply
+            to a matching question is recalled too (see
+            :func:`contextfold.search.spread_ranks`).
         placement: how the excerpts are framed; a user-role block merged into the newest
             request by default.
 
@@ -141,6 +153,7 @@ class Recall(FrozenConfig):
         query: Query = None,
         candidates: int = 30,
         around: int = 3,
+        spread: float = 0.8,
         placement: SummaryPlacement = RECALL_PLACEMENT,
     ) -> None:
         if isinstance(strategy, Recall) or not isinstance(strategy, Strategy):
@@ -158,6 +171,7 @@ class Recall(FrozenConfig):
             )
         check_option("candidates", candidates, 1)
         check_option("around", around, 0)
+        self.spread = _check_spread(spread)
         self.strategy = strategy
         self.share = _check_share(share)
         self.max_tokens = _budget_of(strategy, max_tokens)
@@ -176,6 +190,7 @@ class Recall(FrozenConfig):
             "query": self.query,
             "candidates": self.candidates,
             "around": self.around,
+            "spread": self.spread,
             "placement": self.placement,
         }
 
@@ -245,7 +260,9 @@ class Recall(FrozenConfig):
         room = min(self.room, limit - result.tokens) - overhead
         if room <= 0:
             return _noted(result, "recall: no room left in the budget for excerpts")
-        hits = yield SearchCall(query, _boundary(messages, result), self.candidates, self.around)
+        hits = yield SearchCall(
+            query, _boundary(messages, result), self.candidates, self.around, self.spread
+        )
         return self._recalled(messages, result, query, tuple(hits), room, counter, limit)
 
     def _recalled(
