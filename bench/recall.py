@@ -4,8 +4,10 @@ Every LoCoMo question of categories 1-4 whose answer occurs in its conversation 
 the newest user message after the whole conversation (speaker A as ``user``, B as
 ``assistant``, each message dated with its session's date). The context is built at 5%, 10%
 and 25% of the conversation's tokens by SlidingWindow, Hybrid, Summarization and Checkpoint
-(extractive summarizer), each with and without ``Recall`` (30% of the budget), and by LangChain
-``trim_messages``. As a live app would, each strategy builds a context before every user
+(extractive summarizer), each with and without ``Recall`` (30% of the budget), by LangChain
+``trim_messages``, and by LlamaIndex's ``Memory`` with a ``VectorMemoryBlock`` over a local
+embedding model (``bench/_llama_vector.py``; the row is left out without ``wordllama``). As
+a live app would, each strategy builds a context before every user
 turn of the conversation, keeping its newest checkpoint and its state (where the cache-stable
 window stands), and every question's build starts from those; Recall's searches are
 answered by one BM25 index per conversation (what a store's search gives a
@@ -26,6 +28,7 @@ written to ``bench/out``). Prints Markdown tables and writes ``bench/out/recall.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -36,6 +39,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bench._llama_vector import contexts as llama_vector_contexts
 from bench.retention import (
     DATA,
     FRACTIONS,
@@ -76,6 +80,7 @@ from contextfold.turns import prefix_length
 
 COUNTER = ApproxCounter()
 SHARE = 0.3
+LLAMA_VECTOR = "LlamaIndex Memory + VectorMemoryBlock (WordLlama)"
 
 # -- data ----------------------------------------------------------------------------------
 
@@ -191,9 +196,16 @@ class Conversation:
 
 
 def score_conversation(
-    sample: dict[str, Any], limit: int | None, scores: dict[str, dict[str, list[int]]]
+    sample: dict[str, Any],
+    limit: int | None,
+    scores: dict[str, dict[str, list[int]]],
+    sizes: dict[str, dict[str, list[float]]],
 ) -> dict[str, list[float]]:
-    """Add one conversation's hits to ``scores``; returns build times per strategy."""
+    """Add one conversation's hits to ``scores``; returns build times per strategy.
+
+    ``sizes`` gets, per peer row that may exceed the budget, each context's tokens (our
+    count) over the budget; ours never exceed it (each build is checked).
+    """
     msgs = dated_messages(sample)
     conv = Conversation(msgs)
     total = COUNTER.count_messages(msgs)
@@ -229,7 +241,20 @@ def score_conversation(
             cell = scores.setdefault("langchain trim_messages", {}).setdefault(col, [0, 0])
             cell[0] += int(hit)
             cell[1] += 1
+        if llama_vector_available():
+            sent = llama_vector_contexts(msgs, budget, [q for q, _ in qs])
+            cell = scores.setdefault(LLAMA_VECTOR, {}).setdefault(col, [0, 0])
+            size = sizes.setdefault(LLAMA_VECTOR, {}).setdefault(col, [])
+            for text, (_, answer) in zip(sent, qs, strict=True):
+                cell[0] += int(f" {answer} " in f" {normalize(text)} ")
+                cell[1] += 1
+                size.append(COUNTER.count_text(text) / budget)
     return times
+
+
+def llama_vector_available() -> bool:
+    """Whether LlamaIndex and the local embedding model of its vector row are installed."""
+    return all(importlib.util.find_spec(name) for name in ("llama_index", "wordllama"))
 
 
 def bench_retention(tiny: bool) -> dict[str, Any]:
@@ -237,9 +262,10 @@ def bench_retention(tiny: bool) -> dict[str, Any]:
     if tiny:
         samples = samples[:1]
     scores: dict[str, dict[str, list[int]]] = {}
+    sizes: dict[str, dict[str, list[float]]] = {}
     times: dict[str, list[float]] = {}
     for sample in samples:
-        for key, vals in score_conversation(sample, 40 if tiny else None, scores).items():
+        for key, vals in score_conversation(sample, 40 if tiny else None, scores, sizes).items():
             times.setdefault(key, []).extend(vals)
     table = {
         name: {col: hits / n if n else 0.0 for col, (hits, n) in cols.items()}
@@ -251,6 +277,10 @@ def bench_retention(tiny: bool) -> dict[str, Any]:
         "conversations": len(samples),
         "questions": questions_scored,
         "retention": table,
+        "size_to_budget": {
+            name: {col: [statistics.median(v), max(v)] for col, v in cols.items()}
+            for name, cols in sizes.items()
+        },
         "build_ms": medians,
     }
 
@@ -368,6 +398,13 @@ def print_retention(ret: dict[str, Any]) -> None:
     for name, by_col in ret["retention"].items():
         cells = " | ".join(f"{by_col.get(c, 0) * 100:.1f}%" for c in cols)
         print(f"| {name} | {cells} |")
+    for name, by_col in ret.get("size_to_budget", {}).items():
+        shares = ", ".join(
+            f"{by_col[c][0]:.2f}x (up to {by_col[c][1]:.2f}x) at {c}" for c in cols if c in by_col
+        )
+        print(f"\n{name}: context size over the budget, our count, median: {shares}.")
+    if LLAMA_VECTOR not in ret["retention"]:
+        print(f"\n({LLAMA_VECTOR} not measured: llama-index-core or wordllama missing.)")
     print("\nMedian build time per question (ms), 10% budget:\n")
     print("| strategy | without Recall | with Recall |")
     print("|---|---:|---:|")
