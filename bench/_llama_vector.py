@@ -15,34 +15,26 @@ what they bring back.
 from __future__ import annotations
 
 import asyncio
-import functools
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from contextfold import Message
+from contextfold.search import WordLlamaEmbedder
 from contextfold.tokens.approx import ApproxCounter
 
 COUNTER = ApproxCounter()
 
 
-@functools.cache
-def wordllama() -> Any:
-    """WordLlama's bundled model, loaded from the package (it would otherwise download)."""
-    import wordllama as package
-    from wordllama import WordLlama
-
-    return WordLlama.load(cache_dir=Path(package.__file__).parent, disable_download=True)
-
-
 def embedding() -> Any:
-    """A LlamaIndex ``BaseEmbedding`` over :func:`wordllama`."""
+    """A LlamaIndex ``BaseEmbedding`` over contextfold's :class:`WordLlamaEmbedder`."""
     from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    model = WordLlamaEmbedder()
 
     class WordLlamaEmbedding(BaseEmbedding):
         def _get_query_embedding(self, query: str) -> list[float]:
-            return [float(x) for x in wordllama().embed([query], norm=True)[0]]
+            return [float(x) for x in model.embed([query])[0]]
 
         async def _aget_query_embedding(self, query: str) -> list[float]:
             return self._get_query_embedding(query)
@@ -50,7 +42,7 @@ def embedding() -> Any:
         def _get_text_embedding(self, text: str) -> list[float]:
             return self._get_query_embedding(text)
 
-    return WordLlamaEmbedding(model_name="wordllama-l2-supercat-256")
+    return WordLlamaEmbedding(model_name=model.name)
 
 
 def text_store() -> Any:

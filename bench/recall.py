@@ -63,9 +63,12 @@ from contextfold._drive import drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.search import (
     BM25Index,
+    VectorIndex,
+    WordLlamaEmbedder,
+    embed_checked,
     hit_around,
+    rank_matches,
     searchable_text,
-    spread_ranks,
 )
 from contextfold.strategies.base import (
     PlanOp,
@@ -81,6 +84,9 @@ from contextfold.turns import prefix_length
 COUNTER = ApproxCounter()
 SHARE = 0.3
 LLAMA_VECTOR = "LlamaIndex Memory + VectorMemoryBlock (WordLlama)"
+#: The inner strategies measured with semantic recall too, and how their rows are marked.
+SEMANTIC = ("SlidingWindow", "Checkpoint")
+SEMANTIC_ROW = "(keywords + WordLlama)"
 
 # -- data ----------------------------------------------------------------------------------
 
@@ -151,13 +157,28 @@ class Conversation:
         self.floor = prefix_length(messages)
         for i in range(self.floor, len(messages)):
             self.index.add(i, searchable_text(messages[i]))
+        self.vectors: VectorIndex | None = None
+
+    def semantic(self, op: SearchCall, hi: int) -> list[int]:
+        """The embedder's ranking (the conversation embedded once, as a memory keeps it)."""
+        if op.embedder is None:
+            return []
+        if self.vectors is None or self.vectors.name != op.embedder.name:
+            texts = [searchable_text(m) for m in self.messages[self.floor :]]
+            self.vectors = VectorIndex(op.embedder.name)
+            self.vectors.add(
+                range(self.floor, len(self.messages)), embed_checked(op.embedder, texts)
+            )
+        query = embed_checked(op.embedder, [op.query])[0]
+        return self.vectors.search(query, limit=op.limit, lo=self.floor, hi=hi)
 
     def answer(self, history: Sequence[Message]) -> Callable[[PlanOp], Any]:
         def reply(op: PlanOp) -> Any:
             if isinstance(op, SearchCall):
                 hi = min(op.before, len(self.messages))
                 hits = self.index.search(op.query, limit=op.limit, hi=hi)
-                ranked = spread_ranks([p for p, _ in hits], op, self.floor, hi)
+                matches = [p for p, _ in hits]
+                ranked = rank_matches(op, matches, self.semantic(op, hi), self.floor, hi)
                 return tuple(
                     hit_around(p, self.floor, hi, op.around, lambda a, b: history[a:b])
                     for p in ranked
@@ -219,6 +240,10 @@ def score_conversation(
         for name, strategy in strategies(budget, len(msgs)).items():
             runs[name] = strategy
             runs[f"Recall+{name}"] = Recall(inner[name], share=SHARE)
+            if name in SEMANTIC and semantic_available():
+                runs[f"Recall+{name} {SEMANTIC_ROW}"] = Recall(
+                    inner[name], share=SHARE, embedder=WordLlamaEmbedder()
+                )
         for name, strategy in runs.items():
             # The checkpoint and state a live app holds by the time the questions come.
             ckpt, state = conv.live(strategy)
@@ -250,6 +275,11 @@ def score_conversation(
                 cell[1] += 1
                 size.append(COUNTER.count_text(text) / budget)
     return times
+
+
+def semantic_available() -> bool:
+    """Whether the local embedding model of the semantic rows is installed."""
+    return importlib.util.find_spec("wordllama") is not None
 
 
 def llama_vector_available() -> bool:
@@ -319,10 +349,15 @@ def time_search(store: Any, cid: str, qs: Sequence[str], last: int) -> float:
 def time_builds(store: Any, cid: str, qs: Sequence[str], budget: int) -> dict[str, float]:
     """Median build_context ms on the stored conversation, with and without Recall."""
     out = {}
-    for name, strategy in (
+    runs: list[tuple[str, Strategy]] = [
         ("SlidingWindow", SlidingWindow(budget)),
         ("Recall+SlidingWindow", Recall(SlidingWindow(budget))),
-    ):
+    ]
+    if semantic_available():
+        # The first build embeds the whole log (not timed); later ones what came since.
+        semantic = Recall(SlidingWindow(budget), embedder=WordLlamaEmbedder())
+        runs.append((f"Recall+SlidingWindow {SEMANTIC_ROW}", semantic))
+    for name, strategy in runs:
         memory = ConversationMemory(strategy=strategy, store=store, conversation_id=cid)
         memory.build_context()  # the first build reads the window; later ones are steady
         laps = []

@@ -25,6 +25,7 @@ from contextfold.stores import InMemoryStore, open_store
 from contextfold.stores.base import MessageLog, StoredMessage
 from contextfold.stores.partial import as_store
 from contextfold.stores.sqlite import SQLiteStore
+from semantic_helpers import BrokenEmbedder, ConceptEmbedder
 
 QUESTION = "What is the locker code for room 12?"
 
@@ -215,3 +216,88 @@ def test_the_reply_to_a_matching_question_is_recalled_from_the_store(store: Any)
         text = recalled_text(memory.build_context())
         assert "painting lately" in text
         assert ("lake at sunrise" in text) is found
+
+
+def fill_pets(memory: ConversationMemory, pet: str) -> None:
+    memory.add(Message.system("You are helpful."))
+    for i in range(40):
+        memory.add(Message.user(f"Fact {i}: my locker code for room {i} is K{i * 7}."))
+        memory.add(Message.assistant(f"Noted room {i}."))
+        if i == 10:
+            memory.add(Message.user(f"We brought home a puppy from the shelter, a {pet}."))
+            memory.add(Message.assistant("Lovely!"))
+
+
+def test_semantic_recall_from_the_store_embeds_each_message_once(store: Any) -> None:
+    embedder = ConceptEmbedder()
+    memory = ConversationMemory(strategy=Recall(SlidingWindow(300), embedder=embedder), store=store)
+    fill_pets(memory, "beagle")
+    memory.add(Message.user("Which dog breed did we get?"))
+    ctx = memory.build_context()
+    assert "a beagle" in recalled_text(ctx)
+    first = len(embedder.embedded)
+    assert first > 60  # the query and the unsent log, read once
+    memory.add(Message.assistant("A beagle."))
+    memory.add(Message.user("And which hound was that again?"))
+    assert "a beagle" in recalled_text(memory.build_context())
+    # The second search embeds the query and what was stored since, not the log again.
+    assert len(embedder.embedded) - first <= 4
+
+
+def test_one_semantic_recall_serves_many_memories_without_mixing_them(store: Any) -> None:
+    strategy = Recall(SlidingWindow(300), embedder=ConceptEmbedder())
+    pets = {"ana": "beagle", "ben": "poodle"}
+    memories = {
+        cid: ConversationMemory(strategy=strategy, store=store, conversation_id=cid) for cid in pets
+    }
+    for cid, memory in memories.items():
+        fill_pets(memory, pets[cid])
+        memory.add(Message.user("Which dog breed did we get?"))
+    for cid, memory in memories.items():
+        text = recalled_text(memory.build_context())
+        other = next(p for c, p in pets.items() if c != cid)
+        assert f"a {pets[cid]}" in text
+        assert other not in text
+
+
+def test_async_memory_embeds_off_the_loop_and_recalls_the_same(store: Any) -> None:
+    embedder = ConceptEmbedder()
+    sync = ConversationMemory(strategy=Recall(SlidingWindow(300), embedder=embedder), store=store)
+    fill_pets(sync, "beagle")
+    sync.add(Message.user("Which dog breed did we get?"))
+    again = ConversationMemory(
+        strategy=Recall(SlidingWindow(300), embedder=ConceptEmbedder()),
+        store=store,
+        conversation_id=sync.conversation_id,
+    )
+
+    async def build() -> Any:
+        return await again.abuild_context()
+
+    assert asyncio.run(build()).messages == sync.build_context().messages
+
+
+def test_a_failing_embedder_under_a_memory_falls_back_with_a_note(store: Any) -> None:
+    memory = ConversationMemory(
+        strategy=Recall(SlidingWindow(300), embedder=BrokenEmbedder("raises")), store=store
+    )
+    fill(memory)
+    memory.add(Message.user(QUESTION))
+    ctx = memory.build_context()
+    assert "K84" in recalled_text(ctx)
+    assert any("TimeoutError" in n and "keywords only" in n for n in ctx.stats.notes)
+    assert len(memory.read_messages()) == 162  # nothing lost
+
+
+def test_clearing_a_memory_forgets_its_vectors(store: Any) -> None:
+    embedder = ConceptEmbedder()
+    memory = ConversationMemory(strategy=Recall(SlidingWindow(300), embedder=embedder), store=store)
+    fill_pets(memory, "beagle")
+    memory.add(Message.user("Which dog breed did we get?"))
+    memory.build_context()
+    memory.clear()
+    fill_pets(memory, "poodle")
+    memory.add(Message.user("Which dog breed did we get?"))
+    text = recalled_text(memory.build_context())
+    assert "a poodle" in text
+    assert "beagle" not in text

@@ -22,6 +22,7 @@ from contextfold import (
 )
 from contextfold.strategies import arun, dry_run, run
 from contextfold.strategies.base import SearchCall, bounded_window, checkpoint_applies
+from semantic_helpers import BrokenEmbedder, ConceptEmbedder
 
 COUNTER = ApproxCounter()
 
@@ -259,3 +260,56 @@ def test_the_reply_to_a_matching_question_is_recalled_with_the_spread() -> None:
     flat = run(Recall(SlidingWindow(400), spread=0), ask(painting_chat(), question))
     assert "lake at sunrise" not in recalled_block(flat.messages)
     assert "painting lately" in recalled_block(flat.messages)
+
+
+def pets_chat() -> list[Message]:
+    """The answer is a paraphrase: no word of it is in the question."""
+    history = facts_chat()
+    history[20:20] = [
+        Message.user("We finally brought home a puppy from the shelter, a beagle.", id="d1"),
+        Message.assistant("Lovely!", id="d2"),
+    ]
+    return history
+
+
+QUESTION_DOG = "Which dog breed did we get?"
+
+
+def test_an_embedder_recalls_a_paraphrase_the_keywords_miss() -> None:
+    keywords = run(Recall(SlidingWindow(400)), ask(pets_chat(), QUESTION_DOG))
+    assert "beagle" not in recalled_block(keywords.messages)
+    embedder = ConceptEmbedder()
+    semantic = run(Recall(SlidingWindow(400), embedder=embedder), ask(pets_chat(), QUESTION_DOG))
+    assert "a beagle" in recalled_block(semantic.messages)
+    assert 21 in semantic.recalled
+    assert semantic.tokens <= 400
+    assert embedder.embedded[0] == QUESTION_DOG  # the query, then the searched span
+
+
+@pytest.mark.parametrize("how", ["raises", "too few", "ragged", "nan", "empty"])
+def test_a_failing_embedder_falls_back_to_the_keyword_search(how: str) -> None:
+    history = ask(pets_chat(), "What is the locker code for room 12?")
+    keywords = run(Recall(SlidingWindow(400)), history)
+    fallback = run(Recall(SlidingWindow(400), embedder=BrokenEmbedder(how)), history)
+    assert fallback.messages == keywords.messages
+    assert any("test-broken" in n and "searched by keywords only" in n for n in fallback.notes)
+
+
+def test_semantic_options_are_checked_and_kept() -> None:
+    embedder = ConceptEmbedder()
+    recall = Recall(SlidingWindow(400), embedder=embedder, semantic=0.25)
+    assert recall.with_query("dog").embedder is embedder
+    assert recall.with_query("dog").semantic == 0.25
+    assert "embedder=" in repr(recall)
+    for bad, argument in (({"embedder": "model"}, "embedder"), ({"semantic": 2}, "semantic")):
+        with pytest.raises(ConfigError) as err:
+            Recall(SlidingWindow(400), **bad)  # type: ignore[arg-type]
+        assert err.value.argument == argument
+
+
+def test_async_and_dry_runs_recall_the_same_paraphrase() -> None:
+    strategy = Recall(SlidingWindow(400), embedder=ConceptEmbedder())
+    history = ask(pets_chat(), QUESTION_DOG)
+    one = run(strategy, history)
+    assert asyncio.run(arun(strategy, history)).messages == one.messages
+    assert dry_run(strategy, history).recalled == one.recalled

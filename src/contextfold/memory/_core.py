@@ -33,6 +33,7 @@ from contextfold.memory._totals import Totals
 from contextfold.messages import Message
 from contextfold.observability import now_ns, record_build
 from contextfold.pricing import ModelPrices
+from contextfold.search import VectorIndex
 from contextfold.strategies.base import (
     PlanOp,
     SearchCall,
@@ -156,6 +157,8 @@ class MemoryCore(Searcher, Totals):
         self.state = StrategyState()
         self.state_loaded = False
         self.cache = CacheTracker(self.prices)
+        # The vectors of the log for a Recall with an embedder, filled as searches need.
+        self.vectors: VectorIndex | None = None
 
     def note_appended(self, seqs: Sequence[int], messages: Sequence[Message]) -> None:
         """Cache messages this memory appended, when they extend what is cached.

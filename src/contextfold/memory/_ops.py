@@ -1,15 +1,17 @@
 """Store operations the memory's core yields, and the two drivers that carry them out.
 
 The core never touches a store: it yields one of the small operation objects below (or a
-strategy's :class:`~contextfold.strategies.SummaryCall`, passed through) and receives the
-answer. :func:`drive` answers with a sync store, :func:`adrive` with an async
-one (or a sync one, inline). A store failure that is not already a
-:class:`~contextfold.errors.ContextfoldError` becomes a :class:`~contextfold.errors.StoreError`
-naming the operation and the conversation, and is thrown back into the core.
+strategy's :class:`~contextfold.strategies.SummaryCall`, passed through, or an
+:class:`Embed` for a semantic search) and receives the answer. :func:`drive` answers with
+a sync store, :func:`adrive` with an async one (or a sync one, inline). A store failure that
+is not already a :class:`~contextfold.errors.ContextfoldError` becomes a
+:class:`~contextfold.errors.StoreError` naming the operation and the conversation, and is
+thrown back into the core.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Generator
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from contextfold import _drive
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ContextfoldError, StoreError
 from contextfold.messages import Message
+from contextfold.search import Embedder, embed_checked
 from contextfold.stores.base import (
     AsyncStore,
     Store,
@@ -137,6 +140,18 @@ class ReadSpans:
     what = "read messages"
 
 
+@dataclass(frozen=True, slots=True)
+class Embed:
+    """Answered with the unit vectors of ``texts`` (:func:`~contextfold.search.embed_checked`).
+
+    Not a store operation: an :class:`~contextfold.search.EmbedderError` reaches the core as
+    it is, and the async driver embeds in a worker thread, off the event loop.
+    """
+
+    embedder: Embedder
+    texts: tuple[str, ...]
+
+
 _StoreOp = Union[  # noqa: UP007
     LastSeq,
     Read,
@@ -153,8 +168,9 @@ _StoreOp = Union[  # noqa: UP007
     SaveTally,
 ]
 
-#: What the core yields: a store operation, or a strategy's summary call passed through.
-Op = Union[_StoreOp, SummaryCall]  # noqa: UP007
+#: What the core yields: a store operation, a strategy's summary call passed through, or
+#: the vectors a semantic search needs.
+Op = Union[_StoreOp, SummaryCall, Embed]  # noqa: UP007
 CoreGen = Generator[Op, Any, _T]
 
 
@@ -167,6 +183,8 @@ def drive(store: Any, cid: str, core: CoreGen[_T]) -> _T:
         def answer(op: Op) -> Any:
             if isinstance(op, SummaryCall):
                 return call_summarizer(op)
+            if isinstance(op, Embed):
+                return embed_checked(op.embedder, op.texts)
             try:
                 if isinstance(op, Lock):
                     return stack.enter_context(store.compaction_lock(cid, ttl=op.ttl))
@@ -187,6 +205,8 @@ async def adrive(store: Any, cid: str, core: CoreGen[_T]) -> _T:
         async def answer(op: Op) -> Any:
             if isinstance(op, SummaryCall):
                 return await acall_summarizer(op)
+            if isinstance(op, Embed):
+                return await asyncio.to_thread(embed_checked, op.embedder, op.texts)
             try:
                 if isinstance(op, Lock):
                     if is_async:

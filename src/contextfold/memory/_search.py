@@ -17,10 +17,10 @@ from typing import Any
 
 from contextfold._drive import relay
 from contextfold.errors import ConfigError, StoreError
-from contextfold.memory._ops import CoreGen, Read, ReadSpans, Search
+from contextfold.memory._ops import CoreGen, Embed, Read, ReadSpans, Search
 from contextfold.memory._reader import History, HistoryReader
 from contextfold.messages import Message
-from contextfold.search import BM25Index, searchable_text, spread_ranks
+from contextfold.search import BM25Index, VectorIndex, rank_matches, searchable_text
 from contextfold.stores.base import StoredMessage
 from contextfold.strategies.base import (
     PlanOp,
@@ -52,6 +52,8 @@ def check_query(query: object, limit: object) -> None:
 
 class Searcher(HistoryReader):
     """The searches of a memory core (a mixin over its reader)."""
+
+    vectors: VectorIndex | None
 
     def search_log(
         self, query: str, limit: int, before_seq: int | None, notes: list[str] | None = None
@@ -85,15 +87,39 @@ class Searcher(HistoryReader):
             return ()
         rows = yield from self.search_log(call.query, call.limit, before, notes)
         matches = [row.seq for row in rows if floor <= row.seq < before]
+        semantic = (yield from self._semantic(call, floor, before)) if call.embedder else []
         spans = [
             (seq, max(floor, seq - call.around), min(before, seq + call.around + 1))
-            for seq in spread_ranks(matches, call, floor, before)
+            for seq in rank_matches(call, matches, semantic, floor, before)
         ]
         found = {row.seq: row.message for row in rows}
         known = yield from self._neighbours(_merged((lo, hi) for _, lo, hi in spans), found)
         return tuple(
             SearchHit(seq, lo, tuple(known[s] for s in range(lo, hi))) for seq, lo, hi in spans
         )
+
+    def _semantic(self, call: SearchCall, floor: int, before: int) -> CoreGen[list[int]]:
+        """The seqs in ``floor..before-1`` closest in meaning to the query, best first.
+
+        The memory keeps the vectors of its log (:attr:`vectors`, one embedder's): a search
+        embeds only the messages stored since the newest one it holds, read in one call, and
+        the query, in one :class:`~contextfold.memory._ops.Embed`.
+        """
+        embedder = call.embedder
+        assert embedder is not None
+        index = self.vectors
+        if index is None or index.name != embedder.name:
+            index = self.vectors = VectorIndex(embedder.name)
+        start = max(floor, (index.last_key or 0) + 1)
+        rows: list[StoredMessage] = []
+        if start < before:
+            rows = yield Read(start - 1, before - start)
+            rows = [row for row in rows if start <= row.seq < before]
+        texts = tuple(searchable_text(row.message) for row in rows)
+        vectors = yield Embed(embedder, (call.query, *texts))
+        index.add([row.seq for row in rows], vectors[1:])
+        found: list[int] = index.search(vectors[0], limit=call.limit, lo=floor, hi=before)
+        return found
 
     def dry_plan(
         self, history: History, state: StrategyState, notes: list[str]

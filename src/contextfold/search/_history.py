@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 
 from contextfold.messages import Message
 from contextfold.search._bm25 import BM25Index, searchable_text
+from contextfold.search._embed import VectorIndex, embed_checked, fuse_ranks
 from contextfold.strategies.base import SearchCall, SearchHit
 from contextfold.turns import prefix_length
 
-__all__ = ["hit_around", "search_messages", "spread_ranks"]
+__all__ = ["hit_around", "rank_matches", "search_messages", "spread_ranks"]
 
 #: Rank ``r`` (from 0) scores ``1 / (_RANK_OFFSET + r + 1)``: the first few matches count
 #: about alike, so one strong match does not drown a pair of good neighbours.
@@ -52,6 +53,19 @@ def spread_ranks(positions: Sequence[int], call: SearchCall, lo: int, hi: int) -
     return sorted(score, key=lambda p: (-score[p], -own.get(p, 0.0), -p))[: call.limit]
 
 
+def rank_matches(
+    call: SearchCall, matches: Sequence[int], semantic: Sequence[int], lo: int, hi: int
+) -> list[int]:
+    """The positions a driver answers ``call`` with, best first.
+
+    ``matches`` are the keyword search's, ``semantic`` the embedder's (empty without one);
+    both are fused (:func:`~contextfold.search.fuse_ranks`), then spread
+    (:func:`spread_ranks`).
+    """
+    order = fuse_ranks(matches, semantic, call.semantic) if semantic else list(matches)
+    return spread_ranks(order, call, lo, hi)
+
+
 def hit_around(
     position: int, lo: int, hi: int, around: int, fetch: Callable[[int, int], Sequence[Message]]
 ) -> SearchHit:
@@ -68,7 +82,11 @@ def search_messages(messages: Sequence[Message], call: SearchCall) -> tuple[Sear
     """Answer ``call`` with a BM25 search over ``messages`` (positions are list indexes).
 
     The index is built for this one call over the searchable span only, so its cost grows
-    with what the inner strategy left out, not with the whole history.
+    with what the inner strategy left out, not with the whole history; so are the vectors
+    of a call with an embedder (the span is embedded on every call: a memory keeps them).
+
+    Raises:
+        EmbedderError: the call's embedder failed or returned something unusable.
     """
     lo = prefix_length(messages)
     hi = max(lo, min(call.before, len(messages)))
@@ -78,7 +96,14 @@ def search_messages(messages: Sequence[Message], call: SearchCall) -> tuple[Sear
     for i in range(lo, hi):
         index.add(i, searchable_text(messages[i]))
     matches = [pos for pos, _ in index.search(call.query, limit=call.limit)]
+    semantic: list[int] = []
+    if call.embedder is not None:
+        texts = [searchable_text(messages[i]) for i in range(lo, hi)]
+        vectors = embed_checked(call.embedder, [call.query, *texts])
+        store = VectorIndex(call.embedder.name)
+        store.add(range(lo, hi), vectors[1:])
+        semantic = store.search(vectors[0], limit=call.limit, lo=lo, hi=hi)
     return tuple(
         hit_around(pos, lo, hi, call.around, lambda a, b: messages[a:b])
-        for pos in spread_ranks(matches, call, lo, hi)
+        for pos in rank_matches(call, matches, semantic, lo, hi)
     )

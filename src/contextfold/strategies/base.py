@@ -21,7 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias, TypeGuard, TypeVar, cast, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Protocol,
+    TypeAlias,
+    TypeGuard,
+    TypeVar,
+    cast,
+    runtime_checkable,
+)
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.messages import Message
@@ -32,6 +41,9 @@ from contextfold.summarizers.base import (
 )
 from contextfold.tokens.base import TokenCounter
 from contextfold.usage import Usage
+
+if TYPE_CHECKING:
+    from contextfold.search._embed import Embedder
 
 __all__ = [
     "AcceptsCheckpoint",
@@ -117,6 +129,12 @@ class SearchCall:
             with a spread the driver scores each message by its own rank among the
             matches plus ``spread`` times its better neighbour's
             (:func:`contextfold.search.spread_ranks`).
+        embedder: with one, the driver also ranks the messages by meaning (the ``limit``
+            closest to the query) and fuses both rankings before the spread
+            (:func:`contextfold.search.fuse_ranks`); it raises
+            :class:`~contextfold.search.EmbedderError` when the embedder fails.
+        semantic: the weight of the semantic ranks in that fusion (the keyword ranks
+            weigh 1).
     """
 
     query: str
@@ -124,6 +142,8 @@ class SearchCall:
     limit: int
     around: int = 3
     spread: float = 0.0
+    embedder: Embedder | None = None
+    semantic: float = 0.5
 
 
 @dataclass(frozen=True, slots=True)

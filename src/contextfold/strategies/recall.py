@@ -34,7 +34,7 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConfigError
 from contextfold.framing import SummaryPlacement, message_texts
 from contextfold.messages import Message
-from contextfold.search import tokenize
+from contextfold.search import Embedder, EmbedderError, tokenize
 from contextfold.strategies._config import FrozenConfig, ToolBudget, check_option
 from contextfold.strategies._excerpts import (
     RECALL_PLACEMENT,
@@ -93,10 +93,12 @@ def _check_share(share: object) -> float:
     return float(share)
 
 
-def _check_spread(spread: object) -> float:
-    if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not 0 <= spread <= 1:
-        raise ConfigError(f"spread must be a number from 0 to 1, got {spread!r}", argument="spread")
-    return float(spread)
+def _check_unit(argument: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ConfigError(
+            f"{argument} must be a number from 0 to 1, got {value!r}", argument=argument
+        )
+    return float(value)
 
 
 def _budget_of(strategy: Strategy, max_tokens: int | None) -> int:
@@ -131,6 +133,12 @@ class Recall(FrozenConfig):
             question's words, but the question it answers does: with a spread, the reply
             to a matching question is recalled too (see
             :func:`contextfold.search.spread_ranks`).
+        embedder: an :class:`~contextfold.search.Embedder` to rank by meaning as well (a
+            paraphrase shares no word with the question); its ranking is fused with the
+            keyword one. None (the default) searches by keywords alone. When it fails, the
+            build falls back to the keyword search and says so in a note.
+        semantic: the weight of the semantic ranks against the keyword ones (which weigh
+            1), from 0 to 1; used only with an ``embedder``.
         placement: how the excerpts are framed; a user-role block merged into the newest
             request by default.
 
@@ -154,6 +162,8 @@ class Recall(FrozenConfig):
         candidates: int = 30,
         around: int = 3,
         spread: float = 0.8,
+        embedder: Embedder | None = None,
+        semantic: float = 0.5,
         placement: SummaryPlacement = RECALL_PLACEMENT,
     ) -> None:
         if isinstance(strategy, Recall) or not isinstance(strategy, Strategy):
@@ -171,7 +181,14 @@ class Recall(FrozenConfig):
             )
         check_option("candidates", candidates, 1)
         check_option("around", around, 0)
-        self.spread = _check_spread(spread)
+        self.spread = _check_unit("spread", spread)
+        if embedder is not None and not isinstance(embedder, Embedder):
+            raise ConfigError(
+                f"embedder must have a name and an embed(texts) method, got {embedder!r}",
+                argument="embedder",
+            )
+        self.embedder = embedder
+        self.semantic = _check_unit("semantic", semantic)
         self.strategy = strategy
         self.share = _check_share(share)
         self.max_tokens = _budget_of(strategy, max_tokens)
@@ -191,6 +208,8 @@ class Recall(FrozenConfig):
             "candidates": self.candidates,
             "around": self.around,
             "spread": self.spread,
+            "embedder": self.embedder,
+            "semantic": self.semantic,
             "placement": self.placement,
         }
 
@@ -200,7 +219,10 @@ class Recall(FrozenConfig):
         return self.inner.name
 
     def __repr__(self) -> str:
-        return f"Recall({self.strategy!r}, share={self.share}, max_tokens={self.max_tokens})"
+        semantic = f", embedder={self.embedder!r}" if self.embedder is not None else ""
+        return (
+            f"Recall({self.strategy!r}, share={self.share}, max_tokens={self.max_tokens}{semantic})"
+        )
 
     def with_query(self, query: Query) -> Recall:
         """The same configuration searching for ``query`` (for one request, say)."""
@@ -260,9 +282,21 @@ class Recall(FrozenConfig):
         room = min(self.room, limit - result.tokens) - overhead
         if room <= 0:
             return _noted(result, "recall: no room left in the budget for excerpts")
-        hits = yield SearchCall(
-            query, _boundary(messages, result), self.candidates, self.around, self.spread
+        call = SearchCall(
+            query,
+            _boundary(messages, result),
+            self.candidates,
+            self.around,
+            self.spread,
+            self.embedder,
+            self.semantic,
         )
+        try:
+            hits = yield call
+        except EmbedderError as exc:
+            # The keyword search alone: a failing embedder costs the meaning, not the build.
+            result = _noted(result, f"recall: {exc}; searched by keywords only")
+            hits = yield dataclasses.replace(call, embedder=None)
         return self._recalled(messages, result, query, tuple(hits), room, counter, limit)
 
     def _recalled(
