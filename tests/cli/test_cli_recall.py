@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from contextfold.cli import main
+from semantic_helpers import require_wordllama
 
 
 def chat_file(tmp_path: Path) -> Path:
@@ -67,3 +68,41 @@ def test_a_bad_share_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["compact", str(chat_file(tmp_path)), "--budget", "300", "--recall", "2"])
     assert exit_.value.code == 2
+
+
+def test_an_embedder_recalls_a_paraphrase(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    require_wordllama()
+    msgs = json.loads(chat_file(tmp_path).read_text())[:-1]
+    msgs[20:20] = [
+        {"role": "user", "content": "We brought home a puppy from the shelter, a beagle."}
+    ]
+    msgs.append({"role": "user", "content": "Which dog did we adopt?"})
+    path = tmp_path / "pets.json"
+    path.write_text(json.dumps(msgs))
+    found = {}
+    for extra in ((), ("--embedder", "wordllama")):
+        out = tmp_path / "out.json"
+        assert main(compact_args(path, out, "--recall", *extra)) == 0
+        capsys.readouterr()
+        found[extra] = "a beagle" in out.read_text()
+    assert found == {(): False, ("--embedder", "wordllama"): True}
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (("--embedder", "wordllama"), "add --recall"),
+        (("--recall", "--embedder", "bert"), "unknown embedder"),
+        (("--recall", "--embedder", "wordllama:big"), "DIM must be"),
+        (("--recall", "--embedder", "wordllama:100"), "dim must be 64, 128 or 256"),
+    ],
+)
+def test_a_bad_embedder_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: tuple[str, ...], says: str
+) -> None:
+    require_wordllama()
+    code = main(["compact", str(chat_file(tmp_path)), "--budget", "300", *extra])
+    assert code == 2
+    assert says in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 
 import pytest
 from strategy_checks import snapshot
@@ -15,6 +16,7 @@ from contextfold import (
     ExtractiveSummarizer,
     Hybrid,
     Message,
+    MissingExtraError,
     PruneToolOutputs,
     Recall,
     SlidingWindow,
@@ -313,3 +315,10 @@ def test_async_and_dry_runs_recall_the_same_paraphrase() -> None:
     one = run(strategy, history)
     assert asyncio.run(arun(strategy, history)).messages == one.messages
     assert dry_run(strategy, history).recalled == one.recalled
+
+
+def test_an_embedder_without_numpy_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "numpy", None)  # what a missing package looks like
+    with pytest.raises(MissingExtraError, match=r"contextfold\[semantic\]"):
+        Recall(SlidingWindow(400), embedder=ConceptEmbedder())
+    assert Recall(SlidingWindow(400)).embedder is None  # keyword recall needs nothing

@@ -195,16 +195,44 @@ def strategy_from_args(args: argparse.Namespace, *, summarizer_spec: str | None 
         args.strategy, budget=args.budget, summarizer=summarizer, keep_recent=args.keep_recent
     )
     recall = getattr(args, "recall", None)
+    embedder = getattr(args, "embedder", None)
     if recall is None:
+        if embedder is not None:
+            raise UsageError(
+                "--embedder ranks what --recall searches: add --recall", code=EXIT_USAGE
+            )
         return strategy
     from contextfold.strategies.recall import Recall
 
     try:
-        return Recall(strategy, share=recall, max_tokens=args.budget)
+        semantic = build_embedder(embedder) if embedder is not None else None
+        return Recall(strategy, share=recall, max_tokens=args.budget, embedder=semantic)
     except ConfigError as exc:
         raise UsageError(
             f"cannot wrap {args.strategy!r} in Recall: {exc}", code=EXIT_USAGE
         ) from exc
+
+
+def build_embedder(spec: str) -> Any:
+    """The embedder named by ``--embedder``: ``wordllama`` or ``wordllama:DIM``.
+
+    Raises:
+        UsageError: an unknown name, or a size that is not a whole number.
+        ConfigError: a size the model does not have.
+        MissingExtraError: the semantic extra is not installed.
+    """
+    from contextfold.search import WordLlamaEmbedder
+
+    name, _, size = spec.partition(":")
+    if name != "wordllama":
+        raise UsageError(
+            f"--embedder {spec}: unknown embedder (wordllama or wordllama:DIM)", code=EXIT_USAGE
+        )
+    if not size:
+        return WordLlamaEmbedder()
+    if not size.isdigit():
+        raise UsageError(f"--embedder {spec}: DIM must be 64, 128 or 256", code=EXIT_USAGE)
+    return WordLlamaEmbedder(int(size))
 
 
 def require_existing_store(url: str, *, conversation: str | None = None) -> None:

@@ -170,6 +170,13 @@ def add_strategy(p: argparse.ArgumentParser, *, summarizer: bool = True) -> None
         help="wrap the strategy in Recall: this share of the budget (0.3 when no number is "
         "given) quotes earlier messages that match the newest user message",
     )
+    p.add_argument(
+        "--embedder",
+        default=None,
+        metavar="SPEC",
+        help="with --recall, rank by meaning too: wordllama (offline, the semantic extra) "
+        "or wordllama:DIM (64, 128 or 256)",
+    )
     if summarizer:
         p.add_argument(
             "--summarizer",

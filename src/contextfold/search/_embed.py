@@ -71,7 +71,12 @@ class Embedder(Protocol):
         ...
 
 
-def _numpy() -> Any:
+def require_numpy() -> Any:
+    """The numpy module.
+
+    Raises:
+        MissingExtraError: numpy is not installed (the ``semantic`` extra installs it).
+    """
     try:
         import numpy
     except ImportError:  # pragma: no cover - the semantic extra installs it
@@ -86,7 +91,7 @@ def embed_checked(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
         EmbedderError: the embedder raised, or returned the wrong number of vectors,
             vectors of different lengths, or values that are not finite numbers.
     """
-    xp = _numpy()
+    xp = require_numpy()
     if not texts:
         empty: np.ndarray = xp.zeros((0, 0), dtype=xp.float32)
         return empty
@@ -162,7 +167,7 @@ class VectorIndex:
 
         Ties go to the newer key. A query of another length than the index's finds nothing.
         """
-        xp = _numpy()
+        xp = require_numpy()
         if not self._keys or limit <= 0:
             return []
         if self._matrix is None:

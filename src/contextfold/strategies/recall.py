@@ -35,6 +35,7 @@ from contextfold.errors import ConfigError
 from contextfold.framing import SummaryPlacement, message_texts
 from contextfold.messages import Message
 from contextfold.search import Embedder, EmbedderError, tokenize
+from contextfold.search._embed import require_numpy
 from contextfold.strategies._config import FrozenConfig, ToolBudget, check_option
 from contextfold.strategies._excerpts import (
     RECALL_PLACEMENT,
@@ -144,6 +145,7 @@ class Recall(FrozenConfig):
 
     Raises:
         ConfigError: an argument is out of range, or ``strategy`` has no budget to share.
+        MissingExtraError: an ``embedder`` is given but numpy is not installed.
     """
 
     def __new__(cls, strategy: Strategy, **options: Any) -> Recall:
@@ -187,6 +189,8 @@ class Recall(FrozenConfig):
                 f"embedder must have a name and an embed(texts) method, got {embedder!r}",
                 argument="embedder",
             )
+        if embedder is not None:
+            require_numpy()  # the vectors are compared with it: say so now, not mid-build
         self.embedder = embedder
         self.semantic = _check_unit("semantic", semantic)
         self.strategy = strategy
