@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from semantic_helpers import BrokenEmbedder, ConceptEmbedder, require_wordllama
 
 from contextfold import ConfigError
 from contextfold.search import (
@@ -17,6 +16,7 @@ from contextfold.search import (
     embed_checked,
     fuse_ranks,
 )
+from semantic_helpers import BrokenEmbedder, ConceptEmbedder, require_wordllama
 
 
 def test_checked_vectors_are_unit_rows_in_order() -> None:
@@ -104,6 +104,18 @@ def test_index_search_is_the_brute_force_answer(
     expected = sorted(scores, key=lambda k: (-scores[k], -k))[:limit]
     assert [round(scores[k], 4) for k in found] == [round(scores[k], 4) for k in expected]
     assert len(set(found)) == len(found)
+
+
+def test_an_index_grown_one_vector_at_a_time_answers_as_one_built_at_once() -> None:
+    rng = np.random.default_rng(7)
+    rows = rng.normal(size=(300, 8)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    grown, whole = VectorIndex("n"), VectorIndex("n")
+    for key in range(300):  # past the first capacity of 64 rows, three times
+        grown.add([key], rows[key : key + 1])
+    whole.add(list(range(300)), rows)
+    for q in rows[:20]:
+        assert grown.search(q, limit=7, lo=30, hi=250) == whole.search(q, limit=7, lo=30, hi=250)
 
 
 def test_fusion_adds_reciprocal_ranks() -> None:

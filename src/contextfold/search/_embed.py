@@ -21,6 +21,7 @@ to the keyword search alone, with a note.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import threading
 from collections.abc import Sequence
@@ -120,15 +121,15 @@ class VectorIndex:
     """Unit vectors under increasing integer keys; the closest to a query within a key range.
 
     Append-only like :class:`~contextfold.search.BM25Index`. It holds one conversation's
-    vectors for one embedder (its ``name``); it is not thread-safe (a memory uses it under
-    its own lock).
+    vectors for one embedder (its ``name``) in one matrix that grows by doubling, so adding
+    a few vectors per build copies nothing most of the time. It is not thread-safe (a memory
+    uses it under its own lock).
     """
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._keys: list[int] = []
-        self._blocks: list[np.ndarray] = []
-        self._matrix: np.ndarray | None = None
+        self._matrix: np.ndarray | None = None  # rows 0..len(keys)-1 are in use
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -153,12 +154,21 @@ class VectorIndex:
         rising = all(a < b for a, b in itertools.pairwise(keys))
         if not rising or (last is not None and keys[0] <= last):
             raise ValueError("keys must increase past the newest key in the index")
-        width = self._blocks[0].shape[1] if self._blocks else None
-        if width is not None and vectors.shape[1] != width:
-            raise ValueError(f"vectors of length {vectors.shape[1]} in an index of {width}")
+        xp = require_numpy()
+        size, more = len(self._keys), len(keys)
+        if self._matrix is None:
+            self._matrix = xp.empty((max(more, 64), vectors.shape[1]), dtype=xp.float32)
+        elif vectors.shape[1] != self._matrix.shape[1]:
+            raise ValueError(
+                f"vectors of length {vectors.shape[1]} in an index of {self._matrix.shape[1]}"
+            )
+        elif size + more > len(self._matrix):
+            rows = max(2 * len(self._matrix), size + more)
+            grown = xp.empty((rows, self._matrix.shape[1]), dtype=xp.float32)
+            grown[:size] = self._matrix[:size]
+            self._matrix = grown
+        self._matrix[size : size + more] = vectors
         self._keys.extend(keys)
-        self._blocks.append(vectors)
-        self._matrix = None
 
     def search(
         self, query: np.ndarray, *, limit: int, lo: int = 0, hi: int | None = None
@@ -168,17 +178,10 @@ class VectorIndex:
         Ties go to the newer key. A query of another length than the index's finds nothing.
         """
         xp = require_numpy()
-        if not self._keys or limit <= 0:
+        if self._matrix is None or limit <= 0 or query.shape != (self._matrix.shape[1],):
             return []
-        if self._matrix is None:
-            self._matrix = (
-                xp.concatenate(self._blocks) if len(self._blocks) > 1 else self._blocks[0]
-            )
-            self._blocks = [self._matrix]
-        if query.shape != (self._matrix.shape[1],):
-            return []
-        start = _bisect(self._keys, lo)
-        stop = len(self._keys) if hi is None else _bisect(self._keys, hi)
+        start = bisect.bisect_left(self._keys, lo)
+        stop = len(self._keys) if hi is None else bisect.bisect_left(self._keys, hi)
         if stop <= start:
             return []
         scores = self._matrix[start:stop] @ query
@@ -186,17 +189,6 @@ class VectorIndex:
         best = xp.argpartition(-scores, take - 1)[:take] if take < len(scores) else xp.arange(take)
         order = sorted(best.tolist(), key=lambda i: (-float(scores[i]), -i))
         return [self._keys[start + i] for i in order]
-
-
-def _bisect(keys: list[int], key: int) -> int:
-    lo, hi = 0, len(keys)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if keys[mid] < key:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 def fuse_ranks(keyword: Sequence[int], semantic: Sequence[int], weight: float) -> list[int]:
