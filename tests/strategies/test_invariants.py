@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategy_checks import least_window_tokens
 
-from contextfold import formats
+from contextfold import Recall, formats
 from contextfold.errors import BudgetError
 from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from contextfold.strategies.run import run
@@ -36,6 +36,7 @@ from contextfold.turns import (
     units,
     validate,
 )
+from semantic_helpers import ConceptEmbedder
 from shared_data import claude_code_main_sessions, claude_code_payload, swe_agent_openai
 
 T = TypeVar("T")
@@ -403,3 +404,41 @@ def test_real_data_sliding_and_trim(data_dir: Path, fraction: float) -> None:
             assert out == build(history, budget), name
         kept = keep_last_with_summary(history, "earlier work", 20)
         check_common(history, before, kept)
+
+
+# -- Recall ----------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(
+    conversations(),
+    st.integers(60, 400),
+    st.sampled_from(["alpha refund", "flight AA12?", "order 48213 dog"]),
+    st.booleans(),
+    st.sampled_from([0.0, 0.8]),
+)
+def test_recall_invariants(
+    history: list[Message], budget: int, question: str, semantic: bool, spread: float
+) -> None:
+    history = [*history, Message.user(question, id="question")]
+    before = snapshot(history)
+    counter = ApproxCounter()
+    embedder = ConceptEmbedder() if semantic else None
+    strategy = Recall(SlidingWindow(budget), embedder=embedder, spread=spread)
+    result, err = attempt(lambda: run(strategy, history, counter=counter))
+    if err is not None:
+        assert err.required is not None
+        assert err.required > budget
+        assert snapshot(history) == before
+        return
+    assert result is not None
+    assert snapshot(history) == before  # 1: the input is not modified
+    p = prefix_length(history)
+    assert list(result.messages[:p]) == history[:p]  # 2: the prefix, in order
+    validate(result.messages)  # 3: no orphaned result, no call without its results
+    assert result.tokens == counter.count_messages(result.messages)
+    assert result.tokens <= budget  # 4: within budget
+    assert all(0 <= i < len(history) - 1 for i in result.recalled)  # only earlier messages
+    assert result.messages[-1].parts[-1].text == question  # the question closes the context
+    again = run(strategy, history, counter=counter)
+    assert again.messages == result.messages  # 7: deterministic
