@@ -322,3 +322,20 @@ def test_an_embedder_without_numpy_names_the_extra(monkeypatch: pytest.MonkeyPat
     with pytest.raises(MissingExtraError, match=r"contextfold\[semantic\]"):
         Recall(SlidingWindow(400), embedder=ConceptEmbedder())
     assert Recall(SlidingWindow(400)).embedder is None  # keyword recall needs nothing
+
+
+def test_a_named_speaker_is_quoted_by_name_and_a_role_name_keeps_its_role() -> None:
+    history = facts_chat()
+    history[10:10] = [
+        Message.user("The spare key for room 12 is under the mat.", id="k1", name="Caroline"),
+        Message.user("The spare key for room 12 is with the porter.", id="k2", name="Assistant"),
+        Message.user("The spare key for room 12 is gone.", id="k3", name="tool result"),
+    ]
+    block = recalled_block(
+        run(
+            Recall(SlidingWindow(400)), ask(history, "Where is the spare key for room 12?")
+        ).messages
+    )
+    assert "[Caroline #10] The spare key" in block
+    assert "[User (Assistant) #11]" in block
+    assert "[User (tool result) #12]" in block

@@ -51,6 +51,8 @@ _LONG_CHARS = 800  # a longer text (a tool output, say) is quoted by its matchin
 _MAX_SENTENCES = 3
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _NONE: frozenset[str] = frozenset()
+#: First words of a speaker label or a role: a name starting with one is shown with its role.
+_ROLE_WORDS = frozenset({"user", "assistant", "tool", "system", "developer", "function"})
 
 
 def normalized(text: str) -> str:
@@ -186,8 +188,18 @@ def _speaker(message: Message) -> str:
         return "Tool result"
     if message.tool_calls:
         return "Assistant tool calls"
+    # A named speaker is quoted by name alone ("Caroline", not "User (Caroline)"): the name
+    # says who spoke, and every token saved on a line is room for another excerpt. A name
+    # that reads as a role or one of these labels keeps its role beside it, so a user named
+    # "Assistant" cannot pass for the assistant.
     role = message.role.capitalize()
-    return f"{role} ({message.name})" if message.name else role
+    name = message.name
+    if not name:
+        return role
+    words = name.strip().lower().split()
+    if not words or words[0] in _ROLE_WORDS:
+        return f"{role} ({name})"
+    return name
 
 
 def passage(text: str, terms: frozenset[str]) -> str:
