@@ -62,8 +62,11 @@ def result_stats(result: Any, *, budget: int, messages_in: int) -> dict[str, Any
 
 
 def recall_stats(recalled: Sequence[int], notes: Sequence[str]) -> dict[str, Any]:
-    """What :class:`~contextfold.Recall` quoted and why (nothing when it did not run)."""
-    note = next((n for n in notes if n.startswith("recall: ")), None)
+    """What :class:`~contextfold.Recall` quoted and why (nothing when it did not run).
+
+    Its last note says what it quoted; an earlier one (a failed embedder) is among the notes.
+    """
+    note = next((n for n in reversed(notes) if n.startswith("recall: ")), None)
     if note is None:
         return {}
     return {"recalled": list(recalled), "recall": note.removeprefix("recall: ")}
