@@ -333,18 +333,29 @@ def chart_retention(data: Any) -> list[Path]:
 
 
 def chart_recall(data: Any) -> list[Path]:
+    """One row per strategy, a marker per budget: a dozen rows read better than grouped bars."""
     retention = (data.get("retention") or {}).get("retention") or {}
     if not retention:
         return []
     budgets = list(next(iter(retention.values())))
-    fig, ax = _figure("Answers in the context, question as the newest message", "", "")
-    width = 0.8 / max(1, len(retention))
-    for i, (name, by_budget) in enumerate(retention.items()):
-        xs = [j + i * width for j in range(len(budgets))]
-        ax.bar(xs, [by_budget.get(b, 0) for b in budgets], width=width, label=name)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(budgets))], budgets)
-    ax.set_ylabel("share of LoCoMo questions answered by the context")
-    ax.legend(fontsize=6)
+    fig, ax = _figure(
+        "Answers in the context, question as the newest message",
+        "share of LoCoMo questions answered by the context",
+        "",
+    )
+    fig.set_size_inches(8, 0.4 * len(retention) + 1.5)
+    names = list(retention)
+    rows = range(len(names) - 1, -1, -1)  # the table's first row on top
+    for y, name in zip(rows, names, strict=True):
+        values = [retention[name].get(b, 0) for b in budgets]
+        ax.plot([min(values), max(values)], [y, y], color="0.75", linewidth=1, zorder=1)
+    for budget, marker in zip(budgets, "o^sD", strict=False):
+        values = [retention[name].get(budget, 0) for name in names]
+        ax.scatter(values, list(rows), marker=marker, label=f"budget {budget}", zorder=2)
+    ax.set_yticks(list(rows), names, fontsize=7)
+    ax.set_xlim(0, 1)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
     return [_save(fig, "recall_locomo")]
 
 
