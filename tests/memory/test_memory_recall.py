@@ -301,3 +301,27 @@ def test_clearing_a_memory_forgets_its_vectors(store: Any) -> None:
     text = recalled_text(memory.build_context())
     assert "a poodle" in text
     assert "beagle" not in text
+
+
+class ShrinkingEmbedder(ConceptEmbedder):
+    """Gives shorter vectors after its first call, under the same name (a swapped model)."""
+
+    def embed(self, texts: Any, /) -> list[list[float]]:
+        full = super().embed(texts)
+        return full if len(self.embedded) == len(texts) else [v[:32] for v in full]
+
+
+def test_an_embedder_changing_its_vector_length_falls_back_and_starts_over(store: Any) -> None:
+    memory = ConversationMemory(
+        strategy=Recall(SlidingWindow(300), embedder=ShrinkingEmbedder()), store=store
+    )
+    fill_pets(memory, "beagle")
+    memory.add(Message.user("Which dog breed did we get?"))
+    assert "a beagle" in recalled_text(memory.build_context())
+    memory.add(Message.user("What is the locker code for room 12?"))
+    ctx = memory.build_context()
+    assert any("length 32" in n and "keywords only" in n for n in ctx.stats.notes)
+    assert "K84" in recalled_text(ctx)
+    memory.add(Message.user("Which hound was it?"))
+    ctx = memory.build_context()  # the index starts over with the new length
+    assert not any("keywords only" in n for n in ctx.stats.notes)

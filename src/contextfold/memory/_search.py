@@ -20,7 +20,13 @@ from contextfold.errors import ConfigError, StoreError
 from contextfold.memory._ops import CoreGen, Embed, Read, ReadSpans, Search
 from contextfold.memory._reader import History, HistoryReader
 from contextfold.messages import Message
-from contextfold.search import BM25Index, VectorIndex, rank_matches, searchable_text
+from contextfold.search import (
+    BM25Index,
+    EmbedderError,
+    VectorIndex,
+    rank_matches,
+    searchable_text,
+)
 from contextfold.stores.base import StoredMessage
 from contextfold.strategies.base import (
     PlanOp,
@@ -117,6 +123,12 @@ class Searcher(HistoryReader):
             rows = [row for row in rows if start <= row.seq < before]
         texts = tuple(searchable_text(row.message) for row in rows)
         vectors = yield Embed(embedder, (call.query, *texts))
+        if index.width is not None and vectors.shape[1] != index.width:
+            self.vectors = None  # start over at the next search, with what it gives then
+            raise EmbedderError(
+                f"embedder {embedder.name!r} returned vectors of length {vectors.shape[1]}, "
+                f"its earlier ones were {index.width} long"
+            )
         index.add([row.seq for row in rows], vectors[1:])
         found: list[int] = index.search(vectors[0], limit=call.limit, lo=floor, hi=before)
         return found

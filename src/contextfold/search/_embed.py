@@ -135,6 +135,11 @@ class VectorIndex:
         return len(self._keys)
 
     @property
+    def width(self) -> int | None:
+        """The length of the vectors held, or None before the first."""
+        return None if self._matrix is None else int(self._matrix.shape[1])
+
+    @property
     def last_key(self) -> int | None:
         """The newest key added, or None when empty."""
         return self._keys[-1] if self._keys else None
