@@ -336,8 +336,20 @@ def probe_questions(k: int) -> list[str]:
 
 
 def time_search(store: Any, cid: str, qs: Sequence[str], last: int) -> float:
+    """Median ms of the questions' searches, each the first of its query."""
     for q in qs[:5]:  # warm caches and the lazy index
         store.search(cid, q, limit=20, before_seq=last)
+    laps = []
+    for q in qs:
+        start = time.perf_counter()
+        store.search(cid, q, limit=20, before_seq=last - 50)
+        laps.append(time.perf_counter() - start)
+    return statistics.median(laps) * 1000
+
+
+def time_search_again(store: Any, cid: str, qs: Sequence[str], last: int) -> float:
+    """Median ms of the same searches once more: the words' counts are known by then, as
+    they are for most words of a conversation a store has searched for a while."""
     laps = []
     for q in qs:
         start = time.perf_counter()
@@ -382,7 +394,7 @@ def bench_latency(tiny: bool) -> dict[str, Any]:
     n = 3_000 if tiny else 100_000
     messages = corpus(n)
     qs = probe_questions(20 if tiny else 200)
-    out: dict[str, Any] = {"messages": n, "search_ms": {}, "build_ms": {}}
+    out: dict[str, Any] = {"messages": n, "search_ms": {}, "search_again_ms": {}, "build_ms": {}}
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(f"sqlite:///{tmp}/recall.db")
         try:
@@ -390,6 +402,7 @@ def bench_latency(tiny: bool) -> dict[str, Any]:
             fill(store, "big", messages)
             out["sqlite_load_s"] = time.perf_counter() - start
             out["search_ms"]["SQLite (FTS5)"] = time_search(store, "big", qs, n)
+            out["search_again_ms"]["SQLite (FTS5)"] = time_search_again(store, "big", qs, n)
             out["build_ms"] = time_builds(store, "big", qs[:50], 4000)
         finally:
             store.close()
@@ -405,7 +418,9 @@ def bench_latency(tiny: bool) -> dict[str, Any]:
                 # What autovacuum does to a table grown by this much within a minute or so:
                 # without statistics the planner takes the conversation for a small one.
                 conn.execute(f'ANALYZE "{schema}".contextfold_messages')
-            out["search_ms"]["PostgreSQL (tsvector, GIN)"] = time_search(store, "big", qs, n)
+            pg = "PostgreSQL (tsvector, GIN)"
+            out["search_ms"][pg] = time_search(store, "big", qs, n)
+            out["search_again_ms"][pg] = time_search_again(store, "big", qs, n)
         finally:
             store.close()
             with psycopg.connect(url, autocommit=True) as conn:
@@ -451,10 +466,16 @@ def print_retention(ret: dict[str, Any]) -> None:
 
 def print_latency(lat: dict[str, Any]) -> None:
     print(f"\n## Search on a stored {lat['messages']:,}-message conversation\n")
-    print("| store | median search (ms), top 20 |")
-    print("|---|---:|")
+    print("| store | median search (ms), top 20 | the same searches again |")
+    print("|---|---:|---:|")
+    again = lat.get("search_again_ms", {})
     for name, ms in lat["search_ms"].items():
-        print(f"| {name} | {ms:.2f} |")
+        print(f"| {name} | {ms:.2f} | {again.get(name, 0.0):.2f} |")
+    print(
+        "\nThe first column is each query's first search: a SQL store then counts the"
+        " query's words it has not counted before (to leave out the common ones); the"
+        " second repeats the searches once their counts are known."
+    )
     print("\n| ConversationMemory on SQLite, 4,000-token budget | median build_context (ms) |")
     print("|---|---:|")
     for name, ms in lat["build_ms"].items():
