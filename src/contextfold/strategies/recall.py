@@ -290,10 +290,10 @@ class Recall(FrozenConfig):
             query,
             _boundary(messages, result),
             self.candidates,
-            self.around,
-            self.spread,
-            self.embedder,
-            self.semantic,
+            around=self.around,
+            spread=self.spread,
+            embedder=self.embedder,
+            semantic=self.semantic,
         )
         try:
             hits = yield call
