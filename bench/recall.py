@@ -4,7 +4,8 @@ Every LoCoMo question of categories 1-4 whose answer occurs in its conversation 
 the newest user message after the whole conversation (speaker A as ``user``, B as
 ``assistant``, each message dated with its session's date). The context is built at 5%, 10%
 and 25% of the conversation's tokens by SlidingWindow, Hybrid, Summarization and Checkpoint
-(extractive summarizer), each with and without ``Recall`` (30% of the budget), by LangChain
+(extractive summarizer), each with and without ``Recall`` (30% of the budget; ``fill``
+rows also spend what the inner context leaves unused), by LangChain
 ``trim_messages``, and by LlamaIndex's ``Memory`` with a ``VectorMemoryBlock`` over a local
 embedding model (``bench/_llama_vector.py``; the row is left out without ``wordllama``). As
 a live app would, each strategy builds a context before every user
@@ -221,11 +222,13 @@ def score_conversation(
     limit: int | None,
     scores: dict[str, dict[str, list[int]]],
     sizes: dict[str, dict[str, list[float]]],
+    used: dict[str, dict[str, list[float]]],
 ) -> dict[str, list[float]]:
     """Add one conversation's hits to ``scores``; returns build times per strategy.
 
     ``sizes`` gets, per peer row that may exceed the budget, each context's tokens (our
-    count) over the budget; ours never exceed it (each build is checked).
+    count) over the budget; ours never exceed it (each build is checked). ``used`` gets
+    the same share for our rows: what each request sends, which is what it costs.
     """
     msgs = dated_messages(sample)
     conv = Conversation(msgs)
@@ -240,9 +243,15 @@ def score_conversation(
         for name, strategy in strategies(budget, len(msgs)).items():
             runs[name] = strategy
             runs[f"Recall+{name}"] = Recall(inner[name], share=SHARE)
+            if name in SEMANTIC:
+                runs[f"Recall+{name} (fill)"] = Recall(inner[name], share=SHARE, fill=True)
             if name in SEMANTIC and semantic_available():
                 runs[f"Recall+{name} {SEMANTIC_ROW}"] = Recall(
                     inner[name], share=SHARE, embedder=WordLlamaEmbedder()
+                )
+            if name == "Checkpoint" and semantic_available():
+                runs[f"Recall+{name} (fill, keywords + WordLlama)"] = Recall(
+                    inner[name], share=SHARE, embedder=WordLlamaEmbedder(), fill=True
                 )
         for name, strategy in runs.items():
             # The checkpoint and state a live app holds by the time the questions come.
@@ -254,6 +263,7 @@ def score_conversation(
                 result = conv.build(strategy, history, ckpt, state)
                 times.setdefault(f"{name} {col}", []).append(time.perf_counter() - start)
                 assert result.tokens <= budget, (name, result.tokens, budget)
+                used.setdefault(name, {}).setdefault(col, []).append(result.tokens / budget)
                 hit = retained([answer], without_question(result.messages, qid)) > 0
                 scores.setdefault(name, {}).setdefault(col, [0, 0])
                 scores[name][col][0] += int(hit)
@@ -293,9 +303,12 @@ def bench_retention(tiny: bool) -> dict[str, Any]:
         samples = samples[:1]
     scores: dict[str, dict[str, list[int]]] = {}
     sizes: dict[str, dict[str, list[float]]] = {}
+    used: dict[str, dict[str, list[float]]] = {}
     times: dict[str, list[float]] = {}
     for sample in samples:
-        for key, vals in score_conversation(sample, 40 if tiny else None, scores, sizes).items():
+        for key, vals in score_conversation(
+            sample, 40 if tiny else None, scores, sizes, used
+        ).items():
             times.setdefault(key, []).extend(vals)
     table = {
         name: {col: hits / n if n else 0.0 for col, (hits, n) in cols.items()}
@@ -310,6 +323,10 @@ def bench_retention(tiny: bool) -> dict[str, Any]:
         "size_to_budget": {
             name: {col: [statistics.median(v), max(v)] for col, v in cols.items()}
             for name, cols in sizes.items()
+        },
+        "context_share": {
+            name: {col: statistics.median(v) for col, v in cols.items()}
+            for name, cols in used.items()
         },
         "build_ms": medians,
     }
@@ -455,6 +472,14 @@ def print_retention(ret: dict[str, Any]) -> None:
         print(f"\n{name}: context size over the budget, our count, median: {shares}.")
     if LLAMA_VECTOR not in ret["retention"]:
         print(f"\n({LLAMA_VECTOR} not measured: llama-index-core or wordllama missing.)")
+    shares = ret.get("context_share", {})
+    if shares:
+        print("\nMedian context size (share of the budget sent), our rows:\n")
+        print("| strategy | " + " | ".join(cols) + " |")
+        print("|---|" + "---:|" * len(cols))
+        for name, by_col in shares.items():
+            cells = " | ".join(f"{by_col.get(c, 0) * 100:.0f}%" for c in cols)
+            print(f"| {name} | {cells} |")
     print("\nMedian build time per question (ms), 10% budget:\n")
     print("| strategy | without Recall | with Recall |")
     print("|---|---:|---:|")

@@ -339,3 +339,17 @@ def test_a_named_speaker_is_quoted_by_name_and_a_role_name_keeps_its_role() -> N
     assert "[Caroline #10] The spare key" in block
     assert "[User (Assistant) #11]" in block
     assert "[User (tool result) #12]" in block
+
+
+def test_fill_lets_the_excerpts_take_what_the_window_leaves() -> None:
+    history = ask(facts_chat(), "What are the locker codes for rooms 12, 13, 14, 15 and 16?")
+    share = run(Recall(SlidingWindow(400)), history)
+    fill = run(Recall(SlidingWindow(400), fill=True), history)
+    assert len(fill.recalled) > len(share.recalled)
+    assert share.tokens < fill.tokens <= 400
+    assert fill.tokens == COUNTER.count_messages(fill.messages)
+    assert fill.kept == share.kept  # the inner context is the same; only the excerpts grow
+    with pytest.raises(ConfigError) as err:
+        Recall(SlidingWindow(400), fill="yes")  # type: ignore[arg-type]
+    assert err.value.argument == "fill"
+    assert Recall(SlidingWindow(400), fill=True).with_query("x").fill

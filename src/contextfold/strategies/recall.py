@@ -140,6 +140,11 @@ class Recall(FrozenConfig):
             build falls back to the keyword search and says so in a note.
         semantic: the weight of the semantic ranks against the keyword ones (which weigh
             1), from 0 to 1; used only with an ``embedder``.
+        fill: let the excerpts also take what the inner context leaves unused of its own
+            budget, up to ``max_tokens``. A cache-stable window between two compactions
+            sits anywhere from its lower mark to its budget, so this often doubles the
+            room for excerpts; they are not cached (they change with every question), so
+            each request then costs more. Off by default: the excerpts take ``share``.
         placement: how the excerpts are framed; a user-role block merged into the newest
             request by default.
 
@@ -166,6 +171,7 @@ class Recall(FrozenConfig):
         spread: float = 0.8,
         embedder: Embedder | None = None,
         semantic: float = 0.5,
+        fill: bool = False,
         placement: SummaryPlacement = RECALL_PLACEMENT,
     ) -> None:
         if isinstance(strategy, Recall) or not isinstance(strategy, Strategy):
@@ -193,6 +199,9 @@ class Recall(FrozenConfig):
             require_numpy()  # the vectors are compared with it: say so now, not mid-build
         self.embedder = embedder
         self.semantic = _check_unit("semantic", semantic)
+        if not isinstance(fill, bool):
+            raise ConfigError(f"fill must be True or False, got {fill!r}", argument="fill")
+        self.fill = fill
         self.strategy = strategy
         self.share = _check_share(share)
         self.max_tokens = _budget_of(strategy, max_tokens)
@@ -214,6 +223,7 @@ class Recall(FrozenConfig):
             "spread": self.spread,
             "embedder": self.embedder,
             "semantic": self.semantic,
+            "fill": self.fill,
             "placement": self.placement,
         }
 
@@ -283,7 +293,8 @@ class Recall(FrozenConfig):
             return _noted(result, "recall: no user message to search for")
         limit = self.max_tokens - getattr(self.strategy, "reserve_tokens", 0)
         overhead = counter.count_text(self.placement.frame("")) + 4
-        room = min(self.room, limit - result.tokens) - overhead
+        left = limit - result.tokens
+        room = (left if self.fill else min(self.room, left)) - overhead
         if room <= 0:
             return _noted(result, "recall: no room left in the budget for excerpts")
         call = SearchCall(
