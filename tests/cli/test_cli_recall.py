@@ -94,6 +94,7 @@ def test_an_embedder_recalls_a_paraphrase(
     ("extra", "says"),
     [
         (("--embedder", "wordllama"), "add --recall"),
+        (("--recall-fill",), "--recall-fill works with --recall"),
         (("--recall", "--embedder", "bert"), "unknown embedder"),
         (("--recall", "--embedder", "wordllama:big"), "DIM must be"),
         (("--recall", "--embedder", "wordllama:100"), "dim must be 64, 128 or 256"),
@@ -106,3 +107,18 @@ def test_a_bad_embedder_is_a_usage_error(
     code = main(["compact", str(chat_file(tmp_path)), "--budget", "300", *extra])
     assert code == 2
     assert says in capsys.readouterr().err
+
+
+def test_recall_fill_quotes_more_within_the_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = chat_file(tmp_path)
+    counts = []
+    for extra in (("--recall",), ("--recall", "--recall-fill")):
+        out = tmp_path / "out.json"
+        assert main(compact_args(path, out, *extra)) == 0
+        stats = json.loads(capsys.readouterr().out)
+        stats = stats.get("stats", stats)
+        assert stats["tokens_after"] <= 300
+        counts.append(len(stats["recalled"]))
+    assert counts[1] > counts[0]

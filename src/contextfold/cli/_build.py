@@ -196,17 +196,17 @@ def strategy_from_args(args: argparse.Namespace, *, summarizer_spec: str | None 
     )
     recall = getattr(args, "recall", None)
     embedder = getattr(args, "embedder", None)
+    fill = bool(getattr(args, "recall_fill", False))
     if recall is None:
-        if embedder is not None:
-            raise UsageError(
-                "--embedder ranks what --recall searches: add --recall", code=EXIT_USAGE
-            )
+        if embedder is not None or fill:
+            option = "--embedder" if embedder is not None else "--recall-fill"
+            raise UsageError(f"{option} works with --recall: add --recall", code=EXIT_USAGE)
         return strategy
     from contextfold.strategies.recall import Recall
 
     try:
         semantic = build_embedder(embedder) if embedder is not None else None
-        return Recall(strategy, share=recall, max_tokens=args.budget, embedder=semantic)
+        return Recall(strategy, share=recall, max_tokens=args.budget, embedder=semantic, fill=fill)
     except ConfigError as exc:
         raise UsageError(
             f"cannot wrap {args.strategy!r} in Recall: {exc}", code=EXIT_USAGE

@@ -177,6 +177,12 @@ def add_strategy(p: argparse.ArgumentParser, *, summarizer: bool = True) -> None
         help="with --recall, rank by meaning too: wordllama (offline, the semantic extra) "
         "or wordllama:DIM (64, 128 or 256)",
     )
+    p.add_argument(
+        "--recall-fill",
+        action="store_true",
+        help="with --recall, let the excerpts also use the budget the strategy leaves "
+        "unused (more recalled, more tokens sent)",
+    )
     if summarizer:
         p.add_argument(
             "--summarizer",
