@@ -356,17 +356,16 @@ def time_search(store: Any, cid: str, qs: Sequence[str], last: int) -> float:
     """Median ms of the questions' searches, each the first of its query."""
     for q in qs[:5]:  # warm caches and the lazy index
         store.search(cid, q, limit=20, before_seq=last)
-    laps = []
-    for q in qs:
-        start = time.perf_counter()
-        store.search(cid, q, limit=20, before_seq=last - 50)
-        laps.append(time.perf_counter() - start)
-    return statistics.median(laps) * 1000
+    return median_search_ms(store, cid, qs, last)
 
 
-def time_search_again(store: Any, cid: str, qs: Sequence[str], last: int) -> float:
-    """Median ms of the same searches once more: the words' counts are known by then, as
-    they are for most words of a conversation a store has searched for a while."""
+def median_search_ms(store: Any, cid: str, qs: Sequence[str], last: int) -> float:
+    """Median ms of one search per question, before the conversation's last 50 messages.
+
+    Called again after :func:`time_search`, it times the same searches once more: the
+    words' counts are known by then, as they are for most words of a conversation a store
+    has searched for a while.
+    """
     laps = []
     for q in qs:
         start = time.perf_counter()
@@ -419,7 +418,7 @@ def bench_latency(tiny: bool) -> dict[str, Any]:
             fill(store, "big", messages)
             out["sqlite_load_s"] = time.perf_counter() - start
             out["search_ms"]["SQLite (FTS5)"] = time_search(store, "big", qs, n)
-            out["search_again_ms"]["SQLite (FTS5)"] = time_search_again(store, "big", qs, n)
+            out["search_again_ms"]["SQLite (FTS5)"] = median_search_ms(store, "big", qs, n)
             out["build_ms"] = time_builds(store, "big", qs[:50], 4000)
         finally:
             store.close()
@@ -437,7 +436,7 @@ def bench_latency(tiny: bool) -> dict[str, Any]:
                 conn.execute(f'ANALYZE "{schema}".contextfold_messages')
             pg = "PostgreSQL (tsvector, GIN)"
             out["search_ms"][pg] = time_search(store, "big", qs, n)
-            out["search_again_ms"][pg] = time_search_again(store, "big", qs, n)
+            out["search_again_ms"][pg] = median_search_ms(store, "big", qs, n)
         finally:
             store.close()
             with psycopg.connect(url, autocommit=True) as conn:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
-from contextfold.errors import ContextfoldError, MissingExtraError
+from contextfold.errors import ConfigError, ContextfoldError, MissingExtraError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,7 +45,8 @@ __all__ = [
 #: A text longer than this is embedded by its start (a static model averages its tokens:
 #: a long tool output says little more for its tail, and costs time).
 EMBED_CHARS = 2000
-#: The rank offset of :func:`fuse_ranks`, the same as the spread's.
+#: Rank ``r`` (from 0) scores ``1 / (_RANK_OFFSET + r + 1)`` (:func:`rank_score`): the first
+#: few count about alike, so one strong match does not drown a pair of good neighbours.
 _RANK_OFFSET = 10
 
 
@@ -196,6 +197,14 @@ class VectorIndex:
         return [self._keys[start + i] for i in order]
 
 
+def rank_score(rank: int) -> float:
+    """What rank ``rank`` (from 0) of a ranking is worth when rankings are combined.
+
+    One scale for :func:`fuse_ranks` and :func:`~contextfold.search.spread_ranks`.
+    """
+    return 1.0 / (_RANK_OFFSET + rank + 1)
+
+
 def fuse_ranks(keyword: Sequence[int], semantic: Sequence[int], weight: float) -> list[int]:
     """One ranking from two: reciprocal ranks, the semantic ones times ``weight``.
 
@@ -208,12 +217,12 @@ def fuse_ranks(keyword: Sequence[int], semantic: Sequence[int], weight: float) -
     for rank, position in enumerate(keyword):
         if position not in first:
             first[position] = rank
-            score[position] = score.get(position, 0.0) + 1.0 / (_RANK_OFFSET + rank + 1)
+            score[position] = score.get(position, 0.0) + rank_score(rank)
     seen: set[int] = set()
     for rank, position in enumerate(semantic):
         if position not in seen:
             seen.add(position)
-            score[position] = score.get(position, 0.0) + weight / (_RANK_OFFSET + rank + 1)
+            score[position] = score.get(position, 0.0) + weight * rank_score(rank)
     never = len(keyword)
     return sorted(score, key=lambda p: (-score[p], first.get(p, never), -p))
 
@@ -237,8 +246,6 @@ class WordLlamaEmbedder:
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, dim: int = 256) -> None:
-        from contextfold.errors import ConfigError
-
         if isinstance(dim, bool) or dim not in (64, 128, 256):
             raise ConfigError(f"dim must be 64, 128 or 256, got {dim!r}", argument="dim")
         try:

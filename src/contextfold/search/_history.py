@@ -14,15 +14,11 @@ from collections.abc import Callable, Sequence
 
 from contextfold.messages import Message
 from contextfold.search._bm25 import BM25Index, searchable_text
-from contextfold.search._embed import VectorIndex, embed_checked, fuse_ranks
+from contextfold.search._embed import VectorIndex, embed_checked, fuse_ranks, rank_score
 from contextfold.strategies.base import SearchCall, SearchHit
 from contextfold.turns import prefix_length
 
 __all__ = ["hit_around", "rank_matches", "search_messages", "spread_ranks"]
-
-#: Rank ``r`` (from 0) scores ``1 / (_RANK_OFFSET + r + 1)``: the first few matches count
-#: about alike, so one strong match does not drown a pair of good neighbours.
-_RANK_OFFSET = 10
 
 
 def spread_ranks(positions: Sequence[int], call: SearchCall, lo: int, hi: int) -> list[int]:
@@ -43,7 +39,7 @@ def spread_ranks(positions: Sequence[int], call: SearchCall, lo: int, hi: int) -
         return list(positions[: call.limit])
     own: dict[int, float] = {}
     for rank, position in enumerate(positions):
-        own.setdefault(position, 1.0 / (_RANK_OFFSET + rank + 1))
+        own.setdefault(position, rank_score(rank))
     lent: dict[int, float] = {}
     for position, weight in own.items():
         for near in (position - 1, position + 1):
