@@ -151,14 +151,7 @@ class HistoryReader:
         anchor = self.state.window
         if anchor is None:
             return start
-        wanted = (
-            {anchor.start_id}
-            if anchor.request_id is None
-            else {
-                anchor.start_id,
-                anchor.request_id,
-            }
-        )
+        wanted = {anchor.start_id, anchor.request_id} - {None}
         floor = len(self.prefix) + 1
         page = _FIRST_PAGE
         while start > floor:
