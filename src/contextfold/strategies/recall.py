@@ -190,12 +190,12 @@ class Recall(FrozenConfig):
         check_option("candidates", candidates, 1)
         check_option("around", around, 0)
         self.spread = _check_unit("spread", spread)
-        if embedder is not None and not isinstance(embedder, Embedder):
-            raise ConfigError(
-                f"embedder must have a name and an embed(texts) method, got {embedder!r}",
-                argument="embedder",
-            )
         if embedder is not None:
+            if not isinstance(embedder, Embedder):
+                raise ConfigError(
+                    f"embedder must have a name and an embed(texts) method, got {embedder!r}",
+                    argument="embedder",
+                )
             require_numpy()  # the vectors are compared with it: say so now, not mid-build
         self.embedder = embedder
         self.semantic = _check_unit("semantic", semantic)
