@@ -82,9 +82,15 @@ _SKIPPED_CATEGORIES = frozenset({"Mn", "Me", "Cf"})
 _SCAN_LIMIT = 256
 _MARK_SALT = b"contextfold.frame.v1\0"
 _TAG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
-_INVISIBLE = dict.fromkeys(
-    c for c in range(0x2000, 0x2070) if unicodedata.category(chr(c)) == "Cf"
-) | dict.fromkeys((0xAD, 0x34F, 0xFEFF))
+# Invisible characters a fold removes, as one character class (a regex deletes them many
+# times faster than str.translate with a mapping).
+_INVISIBLE_CODES = (
+    *(c for c in range(0x2000, 0x2070) if unicodedata.category(chr(c)) == "Cf"),
+    0xAD,
+    0x34F,
+    0xFEFF,
+)
+_INVISIBLE = re.compile("[" + "".join(re.escape(chr(c)) for c in _INVISIBLE_CODES) + "]")
 
 
 SummaryRole: TypeAlias = Literal["system", "user", "assistant"]
@@ -228,7 +234,7 @@ def escape_framing(text: str, tags: Sequence[str]) -> str:
 def _fold_all(text: str) -> str:
     if text.isascii():
         return text.lower()
-    return unicodedata.normalize("NFKC", text).casefold().translate(_INVISIBLE)
+    return _INVISIBLE.sub("", unicodedata.normalize("NFKC", text).casefold())
 
 
 def frame_marker(summary: str, avoid: Iterable[str] = ()) -> str:

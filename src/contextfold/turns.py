@@ -181,10 +181,14 @@ def safe_cut_points(messages: Sequence[Message]) -> list[int]:
     points = [0]
     open_ids: set[str] = set()
     for i, m in enumerate(messages):
-        for r in m.tool_results:
-            open_ids.discard(r.call_id)
-        for c in m.tool_calls:
-            open_ids.add(c.id)
+        # One pass over the parts: results close calls before the message's own calls open.
+        calls: list[str] = []
+        for p in m.parts:
+            if isinstance(p, ToolResultPart):
+                open_ids.discard(p.call_id)
+            elif isinstance(p, ToolCallPart):
+                calls.append(p.id)
+        open_ids.update(calls)
         if not open_ids:
             points.append(i + 1)
     return points

@@ -97,8 +97,9 @@ def tokenize(text: str) -> list[str]:
     words dropped, and the rest lightly stemmed.
     """
     out: list[str] = []
+    known = _TERMS.get
     for token in _TOKEN.findall(text.lower()):
-        out.extend(_terms(token))
+        out.extend(known(token) or _terms(token))
     return out
 
 
@@ -209,5 +210,8 @@ class BM25Index:
             for i in range(start, stop):
                 key, tf = keys[i], freqs[i]
                 scores[key] = get(key, 0.0) + weight * tf / (tf + base + per_length * lengths[key])
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], -kv[0]))
-        return ranked[:limit]
+        # Newest first, then a stable sort by score: ties stay newest first. Both sorts run
+        # without a Python key function.
+        newest_first = sorted(scores, reverse=True)
+        best = sorted(newest_first, key=scores.__getitem__, reverse=True)[:limit]
+        return [(key, scores[key]) for key in best]
