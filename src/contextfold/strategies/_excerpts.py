@@ -51,6 +51,12 @@ _LONG_CHARS = 800  # a longer text (a tool output, say) is quoted by its matchin
 _MAX_SENTENCES = 3
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _NONE: frozenset[str] = frozenset()
+#: A line that opens with ``[`` or its fullwidth form, after a line break of any kind and any
+#: blanks or invisible characters: it could pass for the head of an excerpt line.
+_HEAD_LINE = re.compile(
+    r"([\n\r\v\f\x1c-\x1e\x85\u2028\u2029][\s\u00ad\u034f\u200b-\u200f\u2060-\u2064\ufeff]*)"
+    r"(\\*[\[\uff3b])"
+)
 #: First words of a speaker label or a role: a name starting with one is shown with its role.
 _ROLE_WORDS = frozenset({"user", "assistant", "tool", "system", "developer", "function"})
 
@@ -58,6 +64,26 @@ _ROLE_WORDS = frozenset({"user", "assistant", "tool", "system", "developer", "fu
 def normalized(text: str) -> str:
     """Lowercased with whitespace collapsed: how "the context already says it" is tested."""
     return " ".join(text.lower().split())
+
+
+def holds(sent: str, text: str) -> bool:
+    """Whether ``sent`` says ``text`` as whole words (both :func:`normalized`).
+
+    ``"red."`` is not held by ``"i am so tired."``: a match must not start or end inside a
+    word of ``sent``.
+    """
+    if not text:
+        return False
+    start, end = text[0].isalnum(), text[-1].isalnum()
+    at = sent.find(text)
+    while at >= 0:
+        stop = at + len(text)
+        if not (start and at and sent[at - 1].isalnum()) and not (
+            end and stop < len(sent) and sent[stop].isalnum()
+        ):
+            return True
+        at = sent.find(text, at + 1)
+    return False
 
 
 @dataclass
@@ -87,11 +113,15 @@ def _text_at(hit: SearchHit, position: int) -> str:
 
 
 def _unsent(hit: SearchHit, position: int, sent: str, chosen: set[str]) -> bool:
-    """Whether the message at ``position`` is the match or a neighbour the context lacks."""
-    if position == hit.position:
+    """Whether the message at ``position`` is the match, part of a tool exchange (kept or
+    dropped whole with its unit), or a neighbour the context lacks."""
+    message = hit.excerpt[position - hit.start]
+    if position == hit.position or any(
+        isinstance(p, (ToolCallPart, ToolResultPart)) for p in message.parts
+    ):
         return True
     text = _text_at(hit, position)
-    return bool(text) and text not in sent and text not in chosen
+    return bool(text) and not holds(sent, text) and text not in chosen
 
 
 def _is_short(
@@ -154,7 +184,7 @@ def choose(
             out.no_room += 1
             continue
         text = normalized(" ".join(message_texts((hit.message,))))
-        if not text or text in sent or text in out.texts or hit.position in out.messages:
+        if not text or holds(sent, text) or text in out.texts or hit.position in out.messages:
             out.already_sent += 1
             continue
         options = _options(hit, partial(_is_short, hit, cost_of))
@@ -248,7 +278,20 @@ def line(
             pieces.append(passage(part.text, terms))
     head = f"{_speaker(message)} #{position}" + (f" · {when}" if when else "")
     body = escape_text("\n".join(pieces), (*FRAMING_TAGS, RECALL_PLACEMENT.tag))
-    return f"[{escape_text(head)}] {body}"
+    return f"[{escape_text(head)}] {_inert_heads(body)}"
+
+
+def _inert_heads(body: str) -> str:
+    """``body`` with a backslash before every line that opens with ``[`` (past blanks and
+    invisible characters), so no quoted line reads as the head of another excerpt line.
+
+    Every character a reader may take for a line break starts a line (a carriage return, a
+    Unicode line separator ...), and the backslashes already there get one more, as in
+    :func:`escape_text`.
+    """
+    if "[" not in body and "\uff3b" not in body:
+        return body
+    return _HEAD_LINE.sub(lambda m: f"{m.group(1)}\\{m.group(2)}", body)
 
 
 def render(chosen: dict[int, Message], terms: frozenset[str] = _NONE) -> str:

@@ -34,7 +34,7 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConfigError
 from contextfold.framing import SummaryPlacement, message_texts
 from contextfold.messages import Message
-from contextfold.search import Embedder, EmbedderError, tokenize
+from contextfold.search import Embedder, EmbedderError, searchable_text, tokenize
 from contextfold.search._embed import require_numpy
 from contextfold.strategies._config import FrozenConfig, ToolBudget, check_option
 from contextfold.strategies._excerpts import (
@@ -103,14 +103,21 @@ def _check_unit(argument: str, value: object) -> float:
 
 
 def _budget_of(strategy: Strategy, max_tokens: int | None) -> int:
+    own = getattr(strategy, "max_tokens", None)
     if max_tokens is None:
-        max_tokens = getattr(strategy, "max_tokens", None)
-        if max_tokens is None:
+        if own is None:
             raise ConfigError(
                 f"Recall needs max_tokens: {type(strategy).__name__} has no budget of its own",
                 argument="max_tokens",
             )
+        max_tokens = own
     check_option("max_tokens", max_tokens, 1)
+    if isinstance(own, int) and max_tokens > own:
+        raise ConfigError(
+            f"max_tokens ({max_tokens}) is larger than the budget of the strategy it wraps "
+            f"({own}): the whole context must fit that strategy's budget",
+            argument="max_tokens",
+        )
     return max_tokens
 
 
@@ -210,7 +217,10 @@ class Recall(FrozenConfig):
         self.candidates = candidates
         self.around = around
         self.placement = placement
-        self.inner = _reserved(strategy, self.room)
+        # A smaller max_tokens than the inner strategy's own: it keeps the difference free.
+        inner_max = getattr(strategy, "max_tokens", None)
+        narrower = inner_max - self.max_tokens if isinstance(inner_max, int) else 0
+        self.inner = _reserved(strategy, self.room + narrower)
         self._freeze()
 
     def _options(self) -> dict[str, Any]:
@@ -291,7 +301,13 @@ class Recall(FrozenConfig):
         query = self._query(messages)
         if query is None:
             return _noted(result, "recall: no user message to search for")
-        limit = self.max_tokens - getattr(self.strategy, "reserve_tokens", 0)
+        # What the messages may take: the budget less the reserve and the tool schemas
+        # (result.tokens counts messages only).
+        limit = (
+            self.max_tokens
+            - getattr(self.strategy, "reserve_tokens", 0)
+            - self.tool_tokens(counter)
+        )
         overhead = counter.count_text(self.placement.frame("")) + 4
         left = limit - result.tokens
         room = (left if self.fill else min(self.room, left)) - overhead
@@ -366,12 +382,17 @@ class _BoundedRecall(Recall):
 
 
 def _boundary(messages: Sequence[Message], result: StrategyResult) -> int:
-    """Index of the first message the inner strategy sent after the prefix (or the end)."""
+    """The end of the search: just after the newest message the inner strategy did not send.
+
+    Usually the oldest kept message; when the newest turn ran over the budget and lost its
+    middle, past that middle too (the excerpts leave out what the context holds).
+    """
     kept = set(result.kept)
-    for i in range(prefix_length(messages), len(messages)):
-        if messages[i].id in kept:
-            return i
-    return len(messages)
+    prefix = prefix_length(messages)
+    for i in range(len(messages) - 1, prefix - 1, -1):
+        if messages[i].id not in kept:
+            return i + 1
+    return prefix
 
 
 def _own_parts(messages: Sequence[Message], target: Message) -> int:
@@ -399,7 +420,7 @@ def _why_none(query: str, choice: Choice) -> str:
 
 def _note(query: str, choice: Choice, hits: Sequence[SearchHit], room: int) -> str:
     """What was recalled and why: the query, the matched terms, what was skipped."""
-    texts = " ".join(h.message.text for h in hits if h.position in choice.hits)
+    texts = " ".join(searchable_text(h.message) for h in hits if h.position in choice.hits)
     found = set(tokenize(texts))
     words = dict.fromkeys(w for w in _WORD.findall(query.lower()) if set(tokenize(w)) & found)
     matched = list(words)[:8]

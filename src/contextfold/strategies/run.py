@@ -159,11 +159,14 @@ def answer_plan(
 
 
 def _aanswer_plan(messages: Sequence[Message]) -> Callable[[PlanOp], Awaitable[Any]]:
-    """:func:`answer_plan` for :func:`arun`: summaries awaited, searches answered inline."""
+    """:func:`answer_plan` for :func:`arun`: summaries awaited; a search that embeds runs in
+    a worker thread (an embedding model computes for a while), one by keywords inline."""
     from contextfold.search import search_messages
 
     async def answer(op: PlanOp) -> Any:
         if isinstance(op, SearchCall):
+            if op.embedder is not None:
+                return await asyncio.to_thread(search_messages, messages, op)
             return search_messages(messages, op)
         return await acall_summarizer(op)
 
