@@ -304,6 +304,7 @@ def test_postgres_refuses_a_newer_schema(postgres_backend: Any) -> None:
         (4, "0004_message_ids"),
         (5, "0005_token_tallies"),
         (6, "0006_search_pending_list"),
+        (7, "0007_search_text"),
     ]
     assert [s.message.text for s in persistent_backend.open().read("c")] == ["kept"]
 

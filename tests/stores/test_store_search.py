@@ -263,3 +263,148 @@ async def test_async_read_spans_matches_sync(backend: Any) -> None:
         assert [r.message.text for r in rows] == [f"message {i}" for i in (1, 5, 6, 7)]
     finally:
         await store.aclose()
+
+
+# -- a log written again, ties, counts past the end, long queries -------------------------
+
+
+SYSTEM = Message.system("You are a shop assistant.")  # the same message in every log
+
+
+def test_a_log_written_again_after_delete_is_searched_afresh(store: Any) -> None:
+    c = cid()
+    store.append(c, [SYSTEM, Message.user("my apple order"), Message.assistant("sorry, apple")])
+    assert store.search(c, "apple")
+    store.delete(c)
+    store.append(c, [SYSTEM, Message.user("banana smoothie recipe please")])
+    assert store.search(c, "apple") == []
+    assert [h.seq for h in store.search(c, "banana")] == [2]
+
+
+def test_searches_between_deletes_never_fail(store: Any) -> None:
+    # A log deleted and written again, shorter, many times over: the old index must never
+    # answer for the new log (an index kept by the log's address once did, after a reuse).
+    c = cid()
+    for _ in range(60):
+        store.append(c, [SYSTEM, Message.user("apple one"), Message.user("apple two")])
+        assert len(store.search(c, "apple")) == 2
+        store.delete(c)
+        store.append(c, [SYSTEM, Message.user("banana")])
+        assert store.search(c, "apple") == []
+        store.delete(c)
+
+
+def test_a_log_another_handle_rewrote_is_searched_afresh(backend: Any) -> None:
+    mine, theirs = backend.open(), backend.open()
+    c = cid()
+    mine.append(c, [SYSTEM, Message.user("my apple order"), Message.assistant("sorry, apple")])
+    assert mine.search(c, "apple")
+    theirs.delete(c)  # another process: this handle's index does not hear of it
+    theirs.append(
+        c, [SYSTEM, Message.user("banana smoothie"), Message.assistant("here is a recipe")]
+    )
+    assert mine.search(c, "apple") == []
+    assert [h.seq for h in mine.search(c, "banana")] == [2]
+
+
+def test_equal_scores_go_to_the_newer_message(store: Any) -> None:
+    c = cid()
+    store.append(c, [Message.user("ping") for _ in range(5)])
+    assert [h.seq for h in store.search(c, "ping", limit=2)] == [5, 4]
+
+
+def test_word_counts_for_a_bound_past_the_end_follow_later_appends(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextfold.stores import _sql_search
+
+    monkeypatch.setattr(_sql_search, "COMMON_WORD", 5)
+    c = cid()
+    store.append(c, [Message.user("hello there")])
+    assert store.search(c, "apple banana", limit=3, before_seq=5000) == []
+    store.append(c, [Message.user(f"apple number {i}") for i in range(8)])
+    store.append(c, [Message.user("banana")])
+    hits = [h.seq for h in store.search(c, "apple banana", limit=3, before_seq=5000)]
+    if hasattr(store, "_dialect"):
+        assert hits == [10]  # "apple" is common by now: left out, as a fresh store would
+    else:
+        assert hits[0] == 10
+
+
+def test_a_long_query_is_searched_by_its_first_32_words_on_every_store(store: Any) -> None:
+    c = cid()
+    store.append(c, [Message.user("a trip to zanzibar"), Message.user("word7 and word9")])
+    head = " ".join(f"word{i}" for i in range(32))
+    assert [h.seq for h in store.search(c, head)] == [2]
+    assert [h.seq for h in store.search(c, head + " zanzibar")] == [2]
+
+
+# -- what is indexed: text, not the stored format ------------------------------------------
+
+
+def test_ids_and_format_fields_are_not_searched(store: Any) -> None:
+    c = cid()
+    store.append(
+        c,
+        [
+            Message.user("plain words only", id="ORD-9999", extra={"source": "zebra"}),
+            Message.assistant(
+                None, tool_calls=[ToolCallPart("call_77", "lookup", '{"q": "giraffe"}')]
+            ),
+            Message.tool_result("call_77", "nothing found"),
+        ],
+    )
+    for query in ("9999", "zebra", "msg", "1", "77", "call", "text", "kind"):
+        assert store.search(c, query) == [], query
+    assert [h.seq for h in store.search(c, "giraffe")] == [2]  # arguments are searched
+    assert [h.seq for h in store.search(c, "lookup")] == [2]  # and tool names
+
+
+def test_emails_paths_versions_and_backslashes_are_found_by_their_words(store: Any) -> None:
+    c = cid()
+    texts = [
+        "mail it to ana@example.com please",
+        "the bug is in src/app/main_loop.py",
+        "upgrade to version 1.5.2 tonight",
+        "see https://example.org/docs/setup for details",
+        "saved as C:\\notes\\report.txt",
+    ]
+    store.append(c, [Message.user(t) for t in texts])
+    for seq, query in enumerate(
+        ["ana@example.com", "src/app/main_loop.py", "1.5.2", "example.org/docs", "notes"], 1
+    ):
+        assert seq in [h.seq for h in store.search(c, query, limit=5)], query
+
+
+def test_a_message_too_large_for_a_search_index_is_stored_and_found(store: Any) -> None:
+    import random
+    import string
+
+    rng = random.Random(4)
+    words = " ".join("".join(rng.choices(string.ascii_lowercase, k=10)) for _ in range(120_000))
+    c = cid()
+    store.append(c, [Message.user("first " + words)])
+    assert store.read(c)[0].message.text == "first " + words
+    assert [h.seq for h in store.search(c, "first")] == [1]
+
+
+def test_postgres_migration_reindexes_an_existing_log_by_its_text(postgres_backend: Any) -> None:
+    import psycopg
+
+    from contextfold.stores._dialects_search import postgres_search_migration
+
+    store = postgres_backend.open()
+    store.append("warm", [Message.user("the schema is created on first use")])
+    schema = postgres_backend.options["schema"]
+    msgs = f'"{schema}".contextfold_messages'
+    # What a database of the previous version holds: the search column of migration 0002.
+    with psycopg.connect(postgres_backend.url, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE {msgs} DROP COLUMN search")
+        for statement in postgres_search_migration(msgs):
+            conn.execute(statement)
+        conn.execute(f'DELETE FROM "{schema}".contextfold_schema WHERE version = 7')
+    store.append("c", [Message.user("the file src/app.py", id="ORD-9999")])
+    assert store.search("c", "9999")  # the old column indexes the id
+    again = postgres_backend.open()
+    assert again.search("c", "9999") == []
+    assert [h.seq for h in again.search("c", "src/app.py")] == [1]

@@ -330,6 +330,13 @@ class OpStore(ABC):
         """Remove a conversation with its checkpoints (and lock, where there is one)."""
         cid = check_conversation_id(conversation_id)
         self._run(self._op_delete(cid), "delete", cid, write=True)
+        self._forget_index(cid)
+
+    def _forget_index(self, cid: str) -> None:
+        """Drop this object's search index of a conversation just deleted."""
+        indexes: LogIndexes | None = self.__dict__.get("_log_indexes")
+        if indexes is not None:
+            indexes.forget(cid)
 
     # -- async API: the same operations through ``_arun`` ---------------------------------
 
@@ -383,6 +390,7 @@ class OpStore(ABC):
         """Async :meth:`delete`."""
         cid = check_conversation_id(conversation_id)
         await self._arun(self._op_delete(cid), "delete", cid, write=True)
+        self._forget_index(cid)
 
 
 class LockingOpStore(OpStore):

@@ -14,6 +14,7 @@ from contextfold.stores._dialects_search import (
     postgres_pending_list,
     postgres_search_migration,
     postgres_search_sql,
+    postgres_search_text_migration,
     sqlite_search_migration,
     sqlite_search_sql,
 )
@@ -275,6 +276,7 @@ def _postgres_migrations(
             ),
         ),
         Migration(6, "0006_search_pending_list", postgres_pending_list(msgs)),
+        Migration(7, "0007_search_text", postgres_search_text_migration(msgs)),
     )
 
 

@@ -13,6 +13,7 @@ __all__ = [
     "postgres_pending_list",
     "postgres_search_migration",
     "postgres_search_sql",
+    "postgres_search_text_migration",
     "sqlite_search_migration",
     "sqlite_search_sql",
 ]
@@ -73,21 +74,46 @@ def sqlite_search_sql() -> dict[str, Any]:
     }
 
 
+# Ties go to the newer message, as on every other store.
 _SQLITE_SEARCH = (
     "SELECT f.rowid - ?, m.data FROM (SELECT rowid, rank FROM contextfold_messages_fts"
     " WHERE contextfold_messages_fts MATCH ? AND rowid > ? AND rowid < ?"
-    " ORDER BY rank LIMIT ?) AS f JOIN contextfold_messages AS m ON m.key = f.rowid"
-    " ORDER BY f.rank"
+    " ORDER BY rank, rowid DESC LIMIT ?) AS f JOIN contextfold_messages AS m ON m.key = f.rowid"
+    " ORDER BY f.rank, f.rowid DESC"
 )
 
 
-#: The searchable text of a row, read from its JSON text without parsing it (a damaged row
-#: must still be stored, to be reported when read): the keys, the role and part kinds and
-#: the escapes ``\\n``, ``\\t``, ``\\r`` become spaces; so do hyphens, which PostgreSQL's
-#: parser would otherwise read as the sign of a number (``ORD-1042`` as ``ord``, ``-1042``).
+#: The searchable text of a row as migration 0002 indexed it, read from its JSON text
+#: without parsing it (a damaged row must still be stored, to be reported when read): the
+#: keys, the role and part kinds and the escapes ``\\n``, ``\\t``, ``\\r`` become spaces;
+#: so do hyphens, which PostgreSQL's parser would otherwise read as the sign of a number
+#: (``ORD-1042`` as ``ord``, ``-1042``).
 _PG_SEARCH_TEXT = (
     "regexp_replace(translate(data, '-', ' '), "
     "'\\\\[nrt]|\"(kind|role)\":\"[a-z_]*\"|\"[a-z_]+\":', ' ', 'g')"
+)
+
+# What migration 0007 removes from a row's JSON before indexing it: escapes (an escaped
+# backslash whole, so ``C:\\notes`` keeps ``notes``), the role and part kinds, the values of
+# the fields nobody searches for (the format version, ids, flags, image data and links) and
+# the ``extra`` object (up to three levels deep), then every remaining key.
+_NESTED_OBJECT = r"\{(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*\}"
+_PG_NOT_SEARCHED = (
+    r'\\\\|\\[nrtbf]|"(?:kind|role)":"[a-z_]*"'
+    r'|"(?:v|id|call_id|is_error|redacted|signature|data|url|mime|detail)":'
+    r'(?:"(?:[^"\\]|\\.)*"|[^,}\]]*)'
+    r'|"extra":' + _NESTED_OBJECT + r'|"[a-z_]+":'
+)
+#: The text migration 0007 indexes, read from the row's JSON without parsing it (a row the
+#: database cannot parse is still stored, to be reported when read): its first 100,000
+#: characters (a ``tsvector`` holds at most 1 MB, so a huge tool output would otherwise fail
+#: its append), less what :data:`_PG_NOT_SEARCHED` matches; hyphens, ``@``, ``/``, ``.`` and
+#: ``:`` become spaces, so ``ORD-1042``, ``ana@example.com``, ``src/app.py`` and ``1.5.2``
+#: are indexed by their words, as the other stores index them and as queries name them.
+_PG_SEARCH_TEXT_V2 = (
+    "translate(regexp_replace(left(data, 100000), '"
+    + _PG_NOT_SEARCHED.replace("'", "''")
+    + "', ' ', 'g'), '-@/.:', '     ')"
 )
 
 
@@ -101,6 +127,18 @@ def postgres_search_migration(msgs: str) -> tuple[str, ...]:
         f"ALTER TABLE {msgs} ADD COLUMN IF NOT EXISTS search tsvector GENERATED ALWAYS AS"
         f" (to_tsvector('english'::regconfig, {_PG_SEARCH_TEXT})) STORED",
         f"CREATE INDEX IF NOT EXISTS contextfold_messages_search ON {msgs} USING gin (search)",
+    )
+
+
+def postgres_search_text_migration(msgs: str) -> tuple[str, ...]:
+    """The search column again, over :data:`_PG_SEARCH_TEXT_V2` (the table is rewritten
+    once, every stored row indexed anew), with its index and short pending list."""
+    return (
+        f"ALTER TABLE {msgs} DROP COLUMN IF EXISTS search",
+        f"ALTER TABLE {msgs} ADD COLUMN search tsvector GENERATED ALWAYS AS"
+        f" (to_tsvector('english'::regconfig, {_PG_SEARCH_TEXT_V2})) STORED",
+        f"CREATE INDEX IF NOT EXISTS contextfold_messages_search ON {msgs} USING gin (search)",
+        *postgres_pending_list(msgs),
     )
 
 

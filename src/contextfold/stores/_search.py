@@ -32,6 +32,7 @@ __all__ = [
     "check_spans",
     "fts5_match",
     "op_index_search",
+    "query_head",
     "query_words",
     "tsquery_text",
 ]
@@ -104,6 +105,23 @@ def query_words(query: str) -> list[str]:
     return out
 
 
+def query_head(query: str) -> str:
+    """``query`` up to its last word that :func:`query_words` keeps.
+
+    The index searches of the in-memory and Redis stores search this, so every store
+    searches a long query by the same first words.
+    """
+    seen: set[str] = set()
+    for match in _WORD.finditer(query):
+        word = match.group().lower()
+        if word in seen or not tokenize(word):
+            continue
+        seen.add(word)
+        if len(seen) == _MAX_WORDS:
+            return query[: match.end()]
+    return query
+
+
 def fts5_match(words: Iterable[str]) -> str:
     """An FTS5 MATCH expression where any of ``words`` may match (each quoted)."""
     return " OR ".join(f'"{w}"' for w in words)
@@ -118,26 +136,29 @@ def tsquery_text(words: Iterable[str]) -> str:
 class _Index:
     first_id: str | None
     bm25: BM25Index = field(default_factory=BM25Index)
+    last_id: str | None = None  # the id of the newest message indexed
 
 
 class LogIndexes:
     """One BM25 index per conversation, filled from the log as searches need it.
 
-    A conversation deleted and written again is recognised by its first message's id, and
-    its index is rebuilt.
+    A conversation deleted and written again is told from the old one by its first
+    message's id and by the id of the newest message indexed (see :func:`op_index_search`);
+    its index is then rebuilt. A store drops the index of a conversation it deletes.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._indexes: dict[str, _Index] = {}
 
-    def indexed_upto(self, cid: str, first_id: str | None) -> int:
-        """The newest seq indexed for ``cid`` (0 when its index is new or was stale)."""
+    def indexed_upto(self, cid: str, first_id: str | None) -> tuple[int, str | None]:
+        """The newest seq indexed for ``cid`` and its message's id (``(0, None)`` when the
+        index is new or was stale)."""
         with self._lock:
             index = self._indexes.get(cid)
             if index is None or index.first_id != first_id:
                 self._indexes[cid] = index = _Index(first_id)
-            return index.bm25.last_key or 0
+            return index.bm25.last_key or 0, index.last_id
 
     def search(
         self,
@@ -158,7 +179,8 @@ class LogIndexes:
             for seq, message in new:
                 if seq > (bm25.last_key or 0):
                     bm25.add(seq, searchable_text(message))
-            return bm25.search(query, limit=limit, hi=before_seq)
+                    index.last_id = message.id
+            return bm25.search(query_head(query), limit=limit, hi=before_seq)
 
     def forget(self, cid: str) -> None:
         """Drop the index of a deleted conversation."""
@@ -259,7 +281,13 @@ def op_index_search(
         indexes.forget(cid)
         return []
     identity = first[0].message.id
-    done = indexes.indexed_upto(cid, identity)
+    done, last_id = indexes.indexed_upto(cid, identity)
+    if done:
+        # Deleted and written again by another process, with the same first message?
+        newest = yield from read(done - 1, 1)
+        if not newest or newest[0].message.id != last_id:
+            indexes.forget(cid)
+            done, _ = indexes.indexed_upto(cid, identity)
     new = yield from read(done, None)
     pairs = ((row.seq, row.message) for row in new)
     hits = indexes.search(cid, identity, pairs, query, limit=limit, before_seq=before_seq)

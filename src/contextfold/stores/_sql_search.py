@@ -12,7 +12,7 @@ from typing import Any
 
 from contextfold.stores._codec import decode_rows
 from contextfold.stores._search import WordCounts, fts5_match, query_words, tsquery_text
-from contextfold.stores._sql import MAX_SEQ, Dialect, Op, Query
+from contextfold.stores._sql import MAX_SEQ, Dialect, Op, Query, op_last_seq
 from contextfold.stores.base import Spans, StoredMessage
 
 __all__ = ["COMMON_WORD", "op_read_spans", "op_search"]
@@ -76,6 +76,10 @@ def _rare_words(
     counts, todo = (
         known.lookup(cid, words, stop, COMMON_WORD) if known else ({}, dict.fromkeys(words, (0, 1)))
     )
+    if known is not None and todo:
+        # A count kept for a bound past the log's end would miss the messages appended
+        # below that bound later: count and keep it for the end instead.
+        stop = min(stop, (yield from op_last_seq(d, cid)) + 1)
     counted: dict[str, int] = {}
     for start in sorted({first for _, first in todo.values()}):
         group = [w for w, (_, first) in todo.items() if first == start]

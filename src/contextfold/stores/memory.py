@@ -7,6 +7,7 @@ processes. It is thread-safe: one lock guards every operation.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import uuid
@@ -38,6 +39,8 @@ from contextfold.stores.base import Spans, StoredMessage, Tally
 
 __all__ = ["InMemoryStore"]
 
+_serials = itertools.count(1)  # numbers every conversation log this process creates
+
 
 @dataclass
 class _Conversation:
@@ -48,6 +51,8 @@ class _Conversation:
     ids: dict[str, int] = field(default_factory=dict)
     #: Counter name -> running token total (see :mod:`contextfold.stores._tally`).
     tallies: dict[str, Tally] = field(default_factory=dict)
+    #: Tells this log from one written under the same id after a delete (search indexes).
+    serial: int = field(default_factory=_serials.__next__)
 
 
 class InMemoryStore:
@@ -307,6 +312,9 @@ class InMemoryStore:
             self._check_open()
             self._conversations.pop(cid, None)
             self._locks.pop(cid, None)
+        indexes: LogIndexes | None = getattr(self, "_log_indexes", None)
+        if indexes is not None:
+            indexes.forget(cid)
 
     def close(self) -> None:
         """Refuse every later call (nothing to release); closing twice is harmless."""
@@ -402,13 +410,13 @@ class InMemoryStore:
             # The list only ever grows, so its first ``size`` items can be read unlocked.
             log: list[Message] = conv.messages if conv is not None else []
             size = len(log)
+            serial = conv.serial if conv is not None else 0
         if not size:
             return []
-        # The log object tells a conversation written again after a delete from the old one.
-        identity = f"{id(log)}:{log[0].id}"
-        done = indexes.indexed_upto(cid, identity)
+        # The serial tells a conversation written again after a delete from the old one.
+        done, _ = indexes.indexed_upto(cid, str(serial))
         new = ((seq, log[seq - 1]) for seq in range(done + 1, size + 1))
-        hits = indexes.search(cid, identity, new, query, limit=limit, before_seq=before_seq)
+        hits = indexes.search(cid, str(serial), new, query, limit=limit, before_seq=before_seq)
         return [StoredMessage(seq, log[seq - 1]) for seq, _ in hits]
 
     async def asearch(

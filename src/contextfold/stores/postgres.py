@@ -67,6 +67,7 @@ T = TypeVar("T")
 _LOCK_SQL = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
 _UNLOCK_SQL = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
 _IDLE_SQL = "SELECT set_config('idle_session_timeout', %s, false)"
+_NO_STATEMENT_TIMEOUT = "SET LOCAL statement_timeout = 0"
 
 
 def _modules() -> tuple[ModuleType, ModuleType]:
@@ -256,6 +257,9 @@ class PostgresStore(SQLOpStore):
                 current = run_sync(cur, op_schema_current(self._dialect))
             if not current:
                 with conn.transaction(), conn.cursor() as cur:
+                    # A migration may rewrite a large table: read_timeout bounds operations,
+                    # not this one-off step.
+                    cur.execute(_NO_STATEMENT_TIMEOUT)
                     run_sync(cur, op_migrate(self._dialect))
 
     async def _migrate_async(self) -> None:
@@ -266,6 +270,7 @@ class PostgresStore(SQLOpStore):
                 current = await run_async(cur, op_schema_current(self._dialect))
             if not current:
                 async with conn.transaction(), conn.cursor() as cur:
+                    await cur.execute(_NO_STATEMENT_TIMEOUT)
                     await run_async(cur, op_migrate(self._dialect))
 
     async def _ensure_async(self) -> Any:
