@@ -408,3 +408,22 @@ def test_postgres_migration_reindexes_an_existing_log_by_its_text(postgres_backe
     again = postgres_backend.open()
     assert again.search("c", "9999") == []
     assert [h.seq for h in again.search("c", "src/app.py")] == [1]
+
+
+def test_a_postgres_migration_is_not_cut_short_by_the_read_timeout(postgres_backend: Any) -> None:
+    import psycopg
+
+    from contextfold.stores import open_store
+
+    schema = postgres_backend.options["schema"]
+    store = postgres_backend.open()
+    store.append("c", [Message.user(f"message {i} about parcels") for i in range(20_000)])
+    with psycopg.connect(postgres_backend.url, autocommit=True) as conn:
+        conn.execute(f'DELETE FROM "{schema}".contextfold_schema WHERE version = 7')
+    # Rewriting 20,000 rows takes far longer than 20 ms, the statement timeout of this store.
+    quick = open_store(postgres_backend.url, schema=schema, read_timeout=0.02)
+    try:
+        assert quick.last_seq("c") == 20_000
+    finally:
+        quick.close()
+    assert [h.seq for h in postgres_backend.open().search("c", "message 19999")][:1] == [20_000]
