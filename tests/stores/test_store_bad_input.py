@@ -257,6 +257,7 @@ def test_sqlite_migrations_are_recorded_once(tmp_path: Path) -> None:
         (4, "0004_conversation_state"),
         (5, "0005_message_ids"),
         (6, "0006_token_tallies"),
+        (7, "0007_search_text"),
     ]
 
 

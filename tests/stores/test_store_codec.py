@@ -265,6 +265,7 @@ def test_a_log_written_before_migration_2_is_upgraded_and_read(tmp_path: Path) -
         "0004_conversation_state",
         "0005_message_ids",
         "0006_token_tallies",
+        "0007_search_text",
     ]
 
 

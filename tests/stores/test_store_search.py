@@ -347,14 +347,18 @@ def test_ids_and_format_fields_are_not_searched(store: Any) -> None:
     store.append(
         c,
         [
-            Message.user("plain words only", id="ORD-9999", extra={"source": "zebra"}),
+            Message.user(
+                "plain words only",
+                id="ORD-9999",
+                extra={"source": "zebra", "meta": {"name": "okapi", "text": "lynx"}},
+            ),
             Message.assistant(
                 None, tool_calls=[ToolCallPart("call_77", "lookup", '{"q": "giraffe"}')]
             ),
             Message.tool_result("call_77", "nothing found"),
         ],
     )
-    for query in ("9999", "zebra", "msg", "1", "77", "call", "text", "kind"):
+    for query in ("9999", "zebra", "okapi", "lynx", "msg", "1", "77", "call", "text", "kind"):
         assert store.search(c, query) == [], query
     assert [h.seq for h in store.search(c, "giraffe")] == [2]  # arguments are searched
     assert [h.seq for h in store.search(c, "lookup")] == [2]  # and tool names
@@ -427,3 +431,32 @@ def test_a_postgres_migration_is_not_cut_short_by_the_read_timeout(postgres_back
     finally:
         quick.close()
     assert [h.seq for h in postgres_backend.open().search("c", "message 19999")][:1] == [20_000]
+
+
+def test_sqlite_migration_reindexes_an_existing_log_without_extras(tmp_path: Any) -> None:
+    from contextfold.stores._dialects_search import sqlite_search_migration
+
+    path = tmp_path / "old.db"
+    store = SQLiteStore(path)
+    store.append("c", [Message.user("plain words", extra={"meta": {"name": "okapi"}})])
+    store.close()
+    # What a file of the previous version holds: the index and trigger of migration 0003.
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TRIGGER contextfold_messages_fts_insert")
+        conn.execute("DELETE FROM contextfold_messages_fts")
+        for statement in sqlite_search_migration():
+            conn.execute(statement)
+        conn.execute("DELETE FROM contextfold_schema WHERE version = 7")
+    conn.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM contextfold_messages_fts WHERE body MATCH 'okapi'"
+        ).fetchone() == (1,)
+    conn.close()
+    store = SQLiteStore(path)
+    assert store.search("c", "okapi") == []
+    assert [h.seq for h in store.search("c", "plain")] == [1]
+    store.append("c", [Message.user("more words", extra={"name": "lynx"})])
+    assert store.search("c", "lynx") == []
+    assert [h.seq for h in store.search("c", "more")] == [2]
+    store.close()

@@ -17,6 +17,7 @@ from contextfold.stores._dialects_search import (
     postgres_search_text_migration,
     sqlite_search_migration,
     sqlite_search_sql,
+    sqlite_search_text_migration,
 )
 from contextfold.stores._sql import Dialect, Migration
 from contextfold.stores._tally import tally_sql
@@ -86,6 +87,8 @@ def _sqlite_migrations() -> tuple[Migration, ...]:
                 " PRIMARY KEY (conversation_id, counter)) WITHOUT ROWID",
             ),
         ),
+        # Search the same text as every other store: no field of a message's ``extra``.
+        Migration(7, "0007_search_text", sqlite_search_text_migration()),
     )
 
 

@@ -16,18 +16,21 @@ __all__ = [
     "postgres_search_text_migration",
     "sqlite_search_migration",
     "sqlite_search_sql",
+    "sqlite_search_text_migration",
 ]
 
 
-def _sqlite_search_text(data: str) -> str:
+def _sqlite_search_text(data: str, *, extras: bool = True) -> str:
     """SQL for the searchable text of a stored row: its texts, tool results, names, arguments.
 
-    A compact row of 0002 (not JSON) is searched by what follows its id.
+    A compact row of 0002 (not JSON) is searched by what follows its id. Without ``extras``
+    (migration 0007 on), values under an ``extra`` object are left out, whatever their keys.
     """
+    skip = "" if extras else " AND instr(j.fullkey, '.extra') = 0"
     return (
         f"CASE WHEN json_valid({data}) THEN (SELECT group_concat(j.value, ' ')"
         f" FROM json_tree({data}) AS j WHERE j.key IN ('text', 'content', 'name', 'arguments')"
-        f" AND j.type = 'text') ELSE substr({data}, instr({data}, char(31)) + 1) END"
+        f" AND j.type = 'text'{skip}) ELSE substr({data}, instr({data}, char(31)) + 1) END"
     )
 
 
@@ -49,6 +52,20 @@ def sqlite_search_migration() -> tuple[str, ...]:
         " DELETE FROM contextfold_messages_fts WHERE rowid = old.key; END",
         "INSERT INTO contextfold_messages_fts (rowid, body)"
         f" SELECT key, {_sqlite_search_text('data')} FROM contextfold_messages",
+    )
+
+
+def sqlite_search_text_migration() -> tuple[str, ...]:
+    """The index trigger again, leaving ``extra`` fields out, and every message indexed anew."""
+    return (
+        "DROP TRIGGER IF EXISTS contextfold_messages_fts_insert",
+        "CREATE TRIGGER contextfold_messages_fts_insert"
+        " AFTER INSERT ON contextfold_messages BEGIN"
+        " INSERT INTO contextfold_messages_fts (rowid, body)"
+        f" VALUES (new.key, {_sqlite_search_text('new.data', extras=False)}); END",
+        "DELETE FROM contextfold_messages_fts",
+        "INSERT INTO contextfold_messages_fts (rowid, body)"
+        f" SELECT key, {_sqlite_search_text('data', extras=False)} FROM contextfold_messages",
     )
 
 
