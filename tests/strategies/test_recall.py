@@ -498,3 +498,10 @@ def test_the_note_names_the_words_a_tool_result_matched() -> None:
     note = next(n for n in result.notes if n.startswith("recall: "))
     assert "matched: ord" in note
     assert "1042" in note
+
+
+def test_a_query_function_returning_no_string_is_a_config_error() -> None:
+    history = ask(facts_chat(), "anything")
+    with pytest.raises(ConfigError, match="query function"):
+        run(Recall(SlidingWindow(300), query=lambda messages: 42), history)  # type: ignore[arg-type,return-value]
+    assert run(Recall(SlidingWindow(300), query=lambda messages: None), history).recalled == ()

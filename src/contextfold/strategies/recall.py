@@ -275,6 +275,11 @@ class Recall(FrozenConfig):
             text: str | None = self.query
         elif self.query is not None:
             text = self.query(messages)
+            if text is not None and not isinstance(text, str):
+                raise ConfigError(
+                    f"the query function must return a string or None, got {text!r}",
+                    argument="query",
+                )
         else:
             at = newest_request(messages, prefix_length(messages), len(messages))
             text = messages[at].text if at is not None else None
