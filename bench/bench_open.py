@@ -18,7 +18,8 @@ Stores: SQLite (a file in a temporary folder), and PostgreSQL when
 The conversations are written through a memory, as an application does, so the store keeps
 their running token total; the table says whether the first build knew ``total_tokens``
 (without reading the log). Also timed: loading all messages of the large conversation (``store.read``) next to the Agents
-SDK ``SQLiteSession.get_items()`` on the same messages as Responses items.
+SDK ``SQLiteSession.get_items()`` on the same messages as Responses items, and as a floor,
+our stored rows fetched and parsed with ``json.loads`` without building messages.
 
 Raw figures go to ``bench/out/open.json``; Markdown tables go to stdout.
 """
@@ -183,6 +184,7 @@ def load_all(folder: Path, messages: list[Message], reps: int) -> dict[str, Any]
         ours.append((time.perf_counter() - start) * 1000.0)
         store.close()
         assert len(rows) == len(messages)
+    floor = _parse_only(folder / "load_all.db", reps, len(messages))
     items = as_responses_items(messages)
 
     async def session_times() -> list[float]:
@@ -204,8 +206,27 @@ def load_all(folder: Path, messages: list[Message], reps: int) -> dict[str, Any]
         "messages": len(messages),
         "items": len(items),
         "read_median_ms": statistics.median(ours),
+        "parse_only_median_ms": statistics.median(floor),
         "get_items_median_ms": statistics.median(theirs),
     }
+
+
+def _parse_only(path: Path, reps: int, expected: int) -> list[float]:
+    """Fetching our rows with ``sqlite3`` and ``json.loads`` of each, no message built: what
+    ``get_items()`` does, on our stored form (a floor for any reader returning messages)."""
+    import sqlite3
+
+    out: list[float] = []
+    for _ in range(reps):
+        conn = sqlite3.connect(path)
+        gc.collect()
+        start = time.perf_counter()
+        rows = conn.execute("SELECT data FROM contextfold_messages ORDER BY key").fetchall()
+        parsed = [json.loads(data) for (data,) in rows]
+        out.append((time.perf_counter() - start) * 1000.0)
+        conn.close()
+        assert len(parsed) == expected
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -251,6 +272,12 @@ def _print(report: dict[str, Any], small: int, large: int) -> None:
     print(
         f"| `SQLiteStore.read()` ({la['messages']:,} messages) | {la['read_median_ms']:.0f} | {speed:.2f}x |"
     )
+    if "parse_only_median_ms" in la:
+        floor = la["parse_only_median_ms"]
+        print(
+            f"| floor: our rows fetched and `json.loads` each, no message built "
+            f"| {floor:.0f} | {la['get_items_median_ms'] / floor:.2f}x |"
+        )
     print(
         f"| `SQLiteSession.get_items()` ({la['items']:,} items) | {la['get_items_median_ms']:.0f} | 1.00x |"
     )
