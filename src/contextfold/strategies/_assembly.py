@@ -279,6 +279,15 @@ def assemble(
         start = cuts[k]
 
 
+def _past_leading_results(history: Sequence[Message], start: int) -> int:
+    """The first index from ``start`` on that is not a tool result: the results a view
+    opens with answer calls before it (a memory reads from the message its checkpoint
+    covers, which may be one), so no window may begin with them."""
+    while start < len(history) and history[start].is_tool_result_only:
+        start += 1
+    return start
+
+
 def trim_view(
     history: Sequence[Message],
     prefix_len: int,
@@ -298,7 +307,7 @@ def trim_view(
     :func:`require_fit` must have passed, so the plain window always fits.
     """
     attempts: list[tuple[str | None, int]] = [(summary, tail_from)] if summary is not None else []
-    attempts.append((None, prefix_len))
+    attempts.append((None, _past_leading_results(history, prefix_len)))
     for text, floor in attempts:
         asm = assemble(
             history,
