@@ -502,3 +502,37 @@ def test_bad_option_types_are_rejected() -> None:
         Summarization("100", keep_recent=2, summarizer=FakeSummarizer())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="chunk_size"):
         Hybrid(100, keep_recent=2, chunk_size=1.5, summarizer=FakeSummarizer())  # type: ignore[arg-type]
+
+
+class _ReturnsText:
+    """A summarizer that breaks the protocol: it returns the text, not a result."""
+
+    def summarize(self, request: SummaryRequest) -> object:
+        return "a summary, but a bare string"
+
+    async def asummarize(self, request: SummaryRequest) -> object:
+        return "a summary, but a bare string"
+
+
+@pytest.mark.parametrize("deadline", [None, 30.0])
+def test_a_summarizer_returning_no_result_falls_back_to_the_window(
+    deadline: float | None,
+) -> None:
+    import asyncio
+
+    from contextfold.strategies.run import arun
+
+    history = chat(12)
+    strategy = Summarization(
+        50,
+        keep_recent=2,
+        summarizer=_ReturnsText(),
+        deadline_s=deadline,  # type: ignore[arg-type]
+    )
+    before = snapshot(history)
+    for result in (
+        run(strategy, history, counter=TEN),
+        asyncio.run(arun(strategy, history, counter=TEN)),
+    ):
+        assert "not a SummarizationResult" in (result.fallback or "")
+        check_invariants(history, before, result, counter=TEN, max_tokens=50)

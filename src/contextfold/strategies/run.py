@@ -70,7 +70,7 @@ def call_summarizer(call: SummaryCall) -> SummarizationResult:
         if isinstance(summarizer, Summarizer):
             remaining = call.request.remaining()
             if remaining is None:
-                return summarizer.summarize(call.request)
+                return _checked(summarizer.summarize(call.request))
             return _summarize_in_thread(summarizer, call, remaining)
         try:
             asyncio.get_running_loop()
@@ -83,6 +83,16 @@ def call_summarizer(call: SummaryCall) -> SummarizationResult:
         )
     except Exception as exc:  # the contract says never raise; enforce it here
         return _raised(exc)
+
+
+def _checked(result: object) -> SummarizationResult:
+    """``result`` when it is a :class:`SummarizationResult`; a failure to fall back on
+    otherwise (a summarizer returning a bare string, say)."""
+    if isinstance(result, SummarizationResult):
+        return result
+    return SummarizationResult.failure(
+        f"summarizer returned {type(result).__name__}, not a SummarizationResult"
+    )
 
 
 def _raised(exc: Exception) -> SummarizationResult:
@@ -106,7 +116,7 @@ def _summarize_in_thread(
 
     def work() -> None:
         try:
-            answer.append(context.run(summarizer.summarize, call.request))
+            answer.append(_checked(context.run(summarizer.summarize, call.request)))
         except Exception as exc:
             answer.append(_raised(exc))
 
@@ -129,8 +139,8 @@ async def acall_summarizer(call: SummaryCall) -> SummarizationResult:
         else:
             coro = asyncio.to_thread(summarizer.summarize, call.request)
         if remaining is None:
-            return await coro
-        return await asyncio.wait_for(coro, timeout=remaining)
+            return _checked(await coro)
+        return _checked(await asyncio.wait_for(coro, timeout=remaining))
     except asyncio.TimeoutError:
         return _timed_out()
     except asyncio.CancelledError:
