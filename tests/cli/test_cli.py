@@ -415,6 +415,23 @@ def test_invalid_jsonl_names_the_line(tmp_path: Path) -> None:
     assert "line 2" in proc.stderr
 
 
+@pytest.mark.parametrize("command", ["stats", "compact", "plan", "convert"])
+def test_json_nested_too_deeply_is_an_input_error(tmp_path: Path, command: str) -> None:
+    n = 3000
+    deep = tmp_path / "deep.json"
+    deep.write_text('[{"role": "user", "content": "hi", "x": ' + "[" * n + "]" * n + "}]")
+    lines = tmp_path / "deep.jsonl"
+    lines.write_text('{"role": "user", "content": "hi"}\n{"x": ' + "[" * n + "]" * n + "}\n")
+    extra = {"compact": ["--budget", "100"], "plan": ["--budget", "100"]}.get(command, [])
+    if command == "convert":
+        extra = ["--to", "anthropic"]
+    for path in (deep, lines):
+        proc = cli(command, str(path), *extra)
+        assert proc.returncode == 1, proc.stderr
+        assert "nested too deeply" in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
 def test_unknown_format(tmp_path: Path) -> None:
     odd = tmp_path / "odd.json"
     odd.write_text(json.dumps({"conversation": []}))

@@ -135,6 +135,8 @@ def parse_json_or_jsonl(text: str) -> Any:
         fail("empty input, expected a JSON conversation")
     try:
         return json.loads(text)
+    except RecursionError:
+        fail("JSON nested too deeply to read (thousands of levels)")
     except json.JSONDecodeError as whole:
         lines = text.splitlines()
         first = next((ln for ln in lines if ln.strip()), "")
@@ -147,6 +149,8 @@ def parse_json_or_jsonl(text: str) -> Any:
                 continue
             try:
                 records.append(json.loads(line))
+            except RecursionError:
+                fail(f"JSON Lines record at line {number} nested too deeply to read")
             except json.JSONDecodeError as exc:
                 fail(f"invalid JSON Lines record at line {number}, column {exc.colno}: {exc.msg}")
         return records
