@@ -728,3 +728,38 @@ def test_bad_option_values_exit_2_without_traceback(option: tuple[str, str]) -> 
     proc = cli("compact", str(EXAMPLES / "support_chat.json"), "--budget", "400", *option)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
+
+
+def test_prices_estimate_a_stored_conversations_cost(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'p.db'}"
+    chat = str(EXAMPLES / "support_chat.json")
+    args = ("compact", chat, "--budget", "500", "--store", store)
+    proc = cli(*args, "--prices", "claude-sonnet-4-5")
+    assert proc.returncode == 0, proc.stderr
+    assert "estimated input cost" in proc.stderr  # the table; the context is on stdout
+    assert "full history: $" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (["compact", "{chat}", "--budget", "500", "--store", "{store}"], "--prices nope"),
+        (["compact", "{chat}", "--budget", "500"], "--prices needs --store"),
+        (
+            ["log", "context", "--store", "{store}", "--conversation", "c1", "--budget", "400"],
+            "--prices nope",
+        ),
+    ],
+)
+def test_a_bad_prices_option_is_a_usage_error(
+    tmp_path: Path, command: list[str], message: str
+) -> None:
+    values = {
+        "chat": str(EXAMPLES / "support_chat.json"),
+        "store": f"sqlite:///{tmp_path / 'p.db'}",
+    }
+    proc = cli(*(part.format(**values) for part in command), "--prices", "nope")
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert "--store sqlite" not in proc.stderr  # the store is not blamed
+    assert "Traceback" not in proc.stderr

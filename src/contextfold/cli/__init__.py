@@ -25,6 +25,7 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
+from contextfold.cli._build import check_prices
 from contextfold.cli._compact import add_compact_parser, add_plan_parser
 from contextfold.cli._convert import add_convert_parser
 from contextfold.cli._io import (
@@ -134,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_prices(args)
         code: int = args.func(args)
         return code
     except (UsageError, ContextfoldError) as exc:

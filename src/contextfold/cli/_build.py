@@ -36,6 +36,29 @@ SUMMARIZING = frozenset({"summary", "hybrid", "checkpoint", "pipeline"})
 _STORE_HINT = "e.g. sqlite:///chats.db or redis://localhost:6379/0"
 
 
+def check_prices(args: argparse.Namespace) -> None:
+    """``--prices MODEL`` names a model with known prices, and comes with ``--store``.
+
+    Checked before a command runs, so a bad value is a usage error (2) naming the option,
+    whatever the command would do first; without a store there is no cost to estimate.
+    """
+    model = getattr(args, "prices", None)
+    if model is None:
+        return
+    if not getattr(args, "store", None):
+        raise UsageError(
+            "--prices needs --store: the cost estimate is that of a stored conversation's "
+            "requests",
+            code=EXIT_USAGE,
+        )
+    from contextfold.pricing import prices_for
+
+    try:
+        prices_for(model)
+    except ConfigError as exc:
+        raise UsageError(f"--prices {model}: {exc}", code=EXIT_USAGE) from exc
+
+
 def build_counter(spec: str) -> TokenCounter:
     """``approx``, ``approx:CHARS_PER_TOKEN``, ``tiktoken:ENCODING`` or ``tiktoken:MODEL``."""
     kind, _, arg = spec.partition(":")
