@@ -242,6 +242,32 @@ def test_compact_with_store_persists_and_reuses_the_checkpoint(tmp_path: Path) -
     assert len(shown["checkpoints"]) == 1
 
 
+def test_compact_with_store_refuses_another_conversation_under_the_same_id(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'chats.db'}"
+
+    def chat(folder: str, who: str, n: int) -> Path:
+        path = tmp_path / folder / "chat.json"  # the same file name: the same default id
+        path.parent.mkdir()
+        turns = [{"role": "system", "content": "Be brief."}]
+        for i in range(n):
+            turns.append({"role": "user", "content": f"{who} asks question {i}"})
+            turns.append({"role": "assistant", "content": f"{who} gets answer {i}"})
+        path.write_text(json.dumps(turns))
+        return path
+
+    alice, bob = chat("a", "Alice", 5), chat("b", "Bob", 8)
+    assert cli("compact", str(alice), "--budget", "200", "--store", url).returncode == 0
+    proc = cli("compact", str(bob), "--budget", "200", "--store", url, "--json")
+    assert proc.returncode == 1
+    assert "differs from the file at message 2" in proc.stderr
+    shown = cli("log", "show", "--store", url, "--conversation", "chat", "--json")
+    assert len(json.loads(shown.stdout)["messages"]) == 11  # nothing of Bob's was appended
+    again = cli("compact", str(alice), "--budget", "200", "--store", url, "--json")
+    assert json.loads(again.stdout)["stats"]["store"]["appended"] == 0
+
+
 def test_log_append_show_and_context(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'log.db'}"
     base = ("--store", url, "--conversation", "c1")

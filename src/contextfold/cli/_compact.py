@@ -135,11 +135,30 @@ def _compact_with_store(
                 f"has {len(messages)}: it is not the same conversation",
                 hint="pick another --conversation id",
             )
+        differs = _first_difference(memory.store.read(conversation), messages)
+        if differs is not None:
+            raise UsageError(
+                f"conversation {conversation!r} in the store differs from the file at message "
+                f"{differs + 1}: it is not the same conversation, or the file was edited there",
+                hint="pick another --conversation id",
+            )
         if stored < len(messages):
             memory.extend(messages[stored:])
         context = memory.build_context()
         stats = memory_stats(memory, context, budget=args.budget)
     return context, stats, len(messages) - stored
+
+
+def _first_difference(stored: Sequence[Any], messages: Sequence[Message]) -> int | None:
+    """Index of the first stored message the file does not have in the same place, or None.
+
+    Messages read from a file get ids from their position, role and content, so a file of
+    another conversation, or one edited, differs from the stored log by id.
+    """
+    for i, row in enumerate(stored):
+        if i >= len(messages) or row.message != messages[i]:
+            return i
+    return None
 
 
 def _compact_in_memory(
