@@ -496,3 +496,36 @@ def test_no_file_path_or_tool_text_can_forge_the_checkpoint_frame(
     mark = marks(text)[0][2]
     assert "\n".join(message_texts(result.messages)).count(mark) == 2
     assert tag_reads(text, ("compacted-summary",)) == 2
+
+
+# -- lone surrogates (half an emoji, as a truncated JSON string decodes) --------------------
+
+
+def _surrogate_chat(*, in_text: bool, in_id: bool) -> list[Message]:
+    half = "\ud83d"
+    out = [Message.system("sys")]
+    for i in range(12):
+        text = f"question {i}: pasted {half if in_text else ''} order LS-48219 " + "w " * 40
+        out.append(Message.user(text, id=f"u{i}{half if in_id else ''}"))
+        out.append(Message.assistant(f"answer {i} " + "v " * 40, id=f"a{i}"))
+    return out
+
+
+@pytest.mark.parametrize("where", ["text", "id"])
+@pytest.mark.parametrize("name", ["checkpoint", "summarization", "hybrid", "compactor"])
+def test_lone_surrogates_in_text_or_ids_build_a_context(where: str, name: str) -> None:
+    from contextfold.strategies import Hybrid, Summarization, SummaryCompactor
+    from contextfold.testing import FakeSummarizer
+
+    history = _surrogate_chat(in_text=where == "text", in_id=where == "id")
+    extractive = ExtractiveSummarizer()
+    strategy = {
+        "checkpoint": lambda: Checkpoint(extractive, max_tokens=400),
+        "summarization": lambda: Summarization(400, keep_recent=2, summarizer=FakeSummarizer()),
+        "hybrid": lambda: Hybrid(400, keep_recent=2, chunk_size=4, summarizer=extractive),
+        "compactor": lambda: SummaryCompactor(extractive, keep_recent_turns=2, budget_chars=1600),
+    }[name]()
+    result = run(strategy, history)
+    assert result.tokens <= 400 or name == "compactor"  # the compactor has no token budget
+    assert result.summarized_ranges  # a summary was made, not a fallback
+    assert result.fallback is None

@@ -275,9 +275,9 @@ def message_texts(messages: Iterable[Message]) -> Iterator[str]:
 
 def summary_id(covered: Sequence[Message], salt: str = "") -> str:
     """A deterministic id for a summary message, derived from what it covers."""
-    h = hashlib.sha256(salt.encode())
+    h = hashlib.sha256(salt.encode("utf-8", "surrogatepass"))
     for m in covered:
-        h.update(m.id.encode())
+        h.update(m.id.encode("utf-8", "surrogatepass"))
         h.update(b"\0")
     return "summary_" + h.hexdigest()[:24]
 

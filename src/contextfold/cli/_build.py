@@ -47,8 +47,7 @@ def check_prices(args: argparse.Namespace) -> None:
         return
     if not getattr(args, "store", None):
         raise UsageError(
-            "--prices needs --store: the cost estimate is that of a stored conversation's "
-            "requests",
+            "--prices needs --store: the cost estimate is that of a stored conversation's requests",
             code=EXIT_USAGE,
         )
     from contextfold.pricing import prices_for

@@ -102,7 +102,7 @@ def covered_fingerprint(messages: Sequence[Message], last_covered_id: str) -> st
     """
     digest = hashlib.sha256()
     for message in messages:
-        digest.update(message.id.encode())
+        digest.update(message.id.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
         if message.id == last_covered_id:
             return digest.hexdigest()

@@ -152,7 +152,9 @@ def _field_extras(msg: BaseMessage) -> dict[str, Any]:
 def _derived_id(index: int | str, draft: Message) -> str:
     """A stable id from position and content, for a message that came without one."""
     body = json.dumps(draft.to_dict()["parts"], sort_keys=True, default=str)
-    digest = hashlib.blake2b(f"{index}\x00{draft.role}\x00{body}".encode(), digest_size=12)
+    digest = hashlib.blake2b(
+        f"{index}\x00{draft.role}\x00{body}".encode("utf-8", "surrogatepass"), digest_size=12
+    )
     return "lc_" + digest.hexdigest()
 
 
@@ -240,7 +242,9 @@ def _tool_call_part(call: Mapping[str, Any], where: str) -> ToolCallPart:
         extra[f"{NS}:no_id"] = call_id if call_id is not None else True
         call_id = (
             "lc_call_"
-            + hashlib.blake2b(f"{where}\x00{call.get('name')}".encode(), digest_size=8).hexdigest()
+            + hashlib.blake2b(
+                f"{where}\x00{call.get('name')}".encode("utf-8", "surrogatepass"), digest_size=8
+            ).hexdigest()
         )
     arguments = json.dumps(call.get("args", {}), ensure_ascii=False)
     return ToolCallPart(call_id, str(call.get("name", "")), arguments, extra=extra)

@@ -103,7 +103,7 @@ def _kwarg_calls(additional: Mapping[str, Any]) -> list[ToolCallPart]:
 def _parts_hash(role: str, name: str | None, parts: Iterable[Part]) -> str:
     probe = Message(role, tuple(parts), id="probe", name=name)  # type: ignore[arg-type]
     body = json.dumps([probe.role, probe.name, probe.to_dict()["parts"]], sort_keys=True)
-    return hashlib.sha256(body.encode()).hexdigest()[:32]
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def to_message(chat: Any, *, id: str | None = None) -> Message:

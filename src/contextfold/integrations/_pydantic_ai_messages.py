@@ -120,7 +120,7 @@ def to_model_messages(messages: Sequence[Message]) -> list[ModelMessage]:
 
 
 def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _keep(shell: _Raw, key: str, text: str, digests: dict[str, str]) -> None:

@@ -33,7 +33,7 @@ def sent_digest(message: Message) -> bytes:
     data = message.to_dict()
     data.pop("id", None)
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -360,7 +360,8 @@ class Checkpoint(SummarizingStrategy):
             text,
             k,
             built,
-            id="ckpt_" + hashlib.sha256((sid + text).encode()).hexdigest()[:24],
+            id="ckpt_"
+            + hashlib.sha256((sid + text).encode("utf-8", "surrogatepass")).hexdigest()[:24],
             model=next((r.model for r in results if r.model), None),
             prompt_hash=summarizer_fingerprint(self.summarizer),
             tokens_before=view.tokens,

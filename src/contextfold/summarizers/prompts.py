@@ -156,7 +156,7 @@ def prompt_hash(prompts: PromptSet | None = None) -> str:
     for f in fields(p):
         h.update(f.name.encode())
         h.update(b"\0")
-        h.update(str(getattr(p, f.name)).encode())
+        h.update(str(getattr(p, f.name)).encode("utf-8", "surrogatepass"))
         h.update(b"\0")
     return "prompts_" + h.hexdigest()[:16]
 

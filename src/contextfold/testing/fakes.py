@@ -81,7 +81,7 @@ class FakeSummarizer:
 
 def _describe(messages: Sequence[Message], previous: str | None) -> str:
     heads = "; ".join(" ".join(m.text.split()[:4]) for m in messages if m.text)
-    digest = hashlib.sha256(heads.encode()).hexdigest()[:8]
+    digest = hashlib.sha256(heads.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     lead = f"{previous.strip()} | " if previous else ""
     return f"{lead}summary of {len(messages)} messages [{digest}]: {heads[:200]}"
 

@@ -172,7 +172,7 @@ def tally_name(counter: TokenCounter) -> str | None:
         return text
     import hashlib
 
-    return f"{text[:80]}#{hashlib.sha256(text.encode()).hexdigest()[:32]}"
+    return f"{text[:80]}#{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}"
 
 
 def _plain(value: object) -> bool:
