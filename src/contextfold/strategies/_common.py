@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import FormatError, PairingError
 from contextfold.framing import SummaryPlacement, summary_message_tokens
-from contextfold.messages import Message
+from contextfold.messages import Message, ToolCallPart, ToolResultPart
 from contextfold.strategies._assembly import Assembly
 from contextfold.strategies.base import StrategyResult, StrategyState
 from contextfold.summarizers.base import SummarizationResult
@@ -127,15 +127,36 @@ def locate_checkpoint(
     turn on its own gives every identical "continue" the same id), taking the newest copy
     would treat every message before it as summarized when none of them was, while the
     oldest copy at worst summarizes a few messages again. The memory passes the covered
-    message itself right after the prefix, so there the first copy is the right one.
+    message itself right after the prefix, so there the first copy is the right one. Only
+    a copy after which no tool call waits for its result counts (a checkpoint always ends
+    between whole units); one followed by the checkpoint's ``first_kept_id`` is preferred.
+    With copies but none of them such an end, the checkpoint does not apply.
     """
     if checkpoint is None or checkpoint.strategy != name or not checkpoint.summary.strip():
         return None
-    target = checkpoint.last_covered_id
+    target, after = checkpoint.last_covered_id, checkpoint.first_kept_id
+    found: int | None = None
+    seen = False
+    open_ids: set[str] = set()
     for i in range(prefix_len, len(history)):
-        if getattr(history[i], "id", None) == target:
+        message = history[i]
+        for part in getattr(message, "parts", ()):
+            if isinstance(part, ToolResultPart):
+                open_ids.discard(part.call_id)
+            elif isinstance(part, ToolCallPart):
+                open_ids.add(part.id)
+        if getattr(message, "id", None) != target:
+            continue
+        seen = True
+        if open_ids:
+            continue  # inside a tool exchange: not where a checkpoint ends
+        if after is None or (i + 1 < len(history) and history[i + 1].id == after):
             return i + 1
-    return prefix_len
+        if found is None:
+            found = i + 1
+    if found is not None:
+        return found
+    return None if seen else prefix_len
 
 
 def check_summary(

@@ -461,7 +461,13 @@ def fit_tail(
     the cost is proportional to what is kept. ``cuts`` (from :func:`cut_points`) bounds the
     walk at its first cut at or after ``floor``. Returns ``len(history)`` when not even the
     newest unit fits.
+
+    The answer is always one of ``cuts``: the walker takes calls still waiting for their
+    results for units of their own, so between two unanswered calls it would cut a group
+    that must stay whole (their results, when they come, would answer a summarized call).
     """
     lo = bisect.bisect_left(cuts, floor)
     first = cuts[lo] if lo < len(cuts) else len(history)
-    return _walk(history, first, budget, counter).best_unit
+    best = _walk(history, first, budget, counter).best_unit
+    at = bisect.bisect_left(cuts, best)
+    return cuts[at] if at < len(cuts) else len(history)

@@ -1,0 +1,78 @@
+"""Where a summarized span may end: never inside a tool exchange, whatever the ids say."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextfold.messages import Message, ToolCallPart
+from contextfold.strategies import Checkpoint, Summarization
+from contextfold.strategies.base import Strategy
+from contextfold.strategies.run import run
+from contextfold.testing import FakeSummarizer, FixedCounter
+from contextfold.turns import validate
+
+TEN = FixedCounter(10, per_char=0)  # every message costs 10 tokens
+
+
+def _strategies() -> list[Strategy]:
+    return [
+        Summarization(60, keep_recent=2, summarizer=FakeSummarizer(text="s")),
+        Checkpoint(FakeSummarizer(text="s"), max_tokens=60),
+    ]
+
+
+@pytest.mark.parametrize("strategy", _strategies(), ids=lambda s: type(s).__name__)
+def test_a_checkpoint_never_splits_calls_still_waiting_for_results(strategy: Strategy) -> None:
+    history = [Message.system("sys", id="s")]
+    for i in range(6):
+        history += [Message.user(f"q{i}", id=f"u{i}"), Message.assistant(f"a{i}", id=f"a{i}")]
+    history += [
+        Message.user("run both tools", id="u6"),
+        Message.assistant(None, tool_calls=[ToolCallPart("c1", "ls")], id="call1"),
+        Message.assistant(None, tool_calls=[ToolCallPart("c2", "pwd")], id="call2"),
+    ]
+    first = run(strategy, history, counter=TEN)
+    assert first.checkpoint is not None
+    assert first.checkpoint.last_covered_id != "call1"  # the two calls stay together
+    later = [
+        *history,
+        Message.tool_result("c1", "a.py", id="t1"),
+        Message.tool_result("c2", "/w", id="t2"),
+    ]
+    second = run(strategy, later, counter=TEN, checkpoint=first.checkpoint)  # raised before
+    validate(list(second.messages))
+    assert second.tokens <= 60
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        Summarization(60, keep_recent=2, summarizer=FakeSummarizer(), compact_to=1.0),
+        Checkpoint(FakeSummarizer(), max_tokens=60, keep_recent_tokens=20, compact_to=1.0),
+    ],
+    ids=lambda s: type(s).__name__,
+)
+def test_an_id_repeated_inside_a_tool_exchange_is_not_taken_for_the_checkpoint_end(
+    strategy: Strategy,
+) -> None:
+    history = [
+        Message.system("s", id="s"),
+        Message.user("u1", id="u1"),
+        Message.assistant(None, tool_calls=[ToolCallPart("c1", "ls")], id="dup"),
+        Message.tool_result("c1", "out", id="t1"),
+        Message.assistant("done", id="a1"),
+        Message.user("u2", id="u2"),
+        Message.assistant("ok", id="dup"),  # the same id again, after the exchange
+        Message.user("u3", id="u3"),
+        Message.assistant("a3", id="a3"),
+        Message.user("u4", id="u4"),
+        Message.assistant("a4", id="a4"),
+    ]
+    validate(history)
+    first = run(strategy, history[:9], counter=TEN)
+    assert first.checkpoint is not None
+    assert first.checkpoint.last_covered_id == "dup"  # the later copy: the case under test
+    second = run(strategy, history, counter=TEN, checkpoint=first.checkpoint)  # raised before
+    validate(list(second.messages))
+    assert [m.id for m in second.messages][-2:] == ["u4", "a4"]
+    assert second.tokens <= 60
