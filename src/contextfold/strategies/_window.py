@@ -47,6 +47,7 @@ __all__ = [
     "fit_window",
     "gap_ranges",
     "kept_items",
+    "next_cut",
     "request_tokens",
 ]
 
@@ -462,12 +463,19 @@ def fit_tail(
     walk at its first cut at or after ``floor``. Returns ``len(history)`` when not even the
     newest unit fits.
 
-    The answer is always one of ``cuts``: the walker takes calls still waiting for their
-    results for units of their own, so between two unanswered calls it would cut a group
-    that must stay whole (their results, when they come, would answer a summarized call).
+    The walker takes calls still waiting for their results for units of their own: where
+    the span before the answer is summarized, :func:`next_cut` moves it to a safe cut.
     """
     lo = bisect.bisect_left(cuts, floor)
     first = cuts[lo] if lo < len(cuts) else len(history)
-    best = _walk(history, first, budget, counter).best_unit
-    at = bisect.bisect_left(cuts, best)
-    return cuts[at] if at < len(cuts) else len(history)
+    return _walk(history, first, budget, counter).best_unit
+
+
+def next_cut(cuts: Sequence[int], at: int) -> int:
+    """The first of ``cuts`` (from :func:`cut_points`) at or after ``at``.
+
+    Between two calls still waiting for their results there is no safe cut: a span that
+    ended there would summarize a call whose result comes later, unanswered in the context.
+    """
+    k = bisect.bisect_left(cuts, at)
+    return cuts[k] if k < len(cuts) else cuts[-1]

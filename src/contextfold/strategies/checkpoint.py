@@ -65,7 +65,7 @@ from contextfold.strategies._config import (
 from contextfold.strategies._files import FileTrail
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
 from contextfold.strategies._split_turn import SplitSpan, joined_text, split_span
-from contextfold.strategies._window import fit_tail
+from contextfold.strategies._window import fit_tail, next_cut
 from contextfold.strategies.base import (
     PlanGenerator,
     StrategyResult,
@@ -199,7 +199,7 @@ class Checkpoint(SummarizingStrategy):
         """
         n = len(history)
         keep = min(self.keep_recent_tokens, max(0, (budget - prefix_tokens) * 3 // 4))
-        k = fit_tail(history, cuts, keep, counter, floor=base_from)
+        k = next_cut(cuts, fit_tail(history, cuts, keep, counter, floor=base_from))
         if k >= n:
             # Not even the newest unit fits the tail budget: keep the newest unit anyway.
             j = bisect.bisect_left(cuts, n) - 1

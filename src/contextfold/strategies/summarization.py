@@ -24,7 +24,7 @@ from contextfold.strategies._assembly import recent_start
 from contextfold.strategies._common import cap_output, deadline_from, reported_prompt_hash
 from contextfold.strategies._config import DEFAULT_COMPACT_TO
 from contextfold.strategies._plan import PlanState, SummarizingStrategy
-from contextfold.strategies._window import fit_tail
+from contextfold.strategies._window import fit_tail, next_cut
 from contextfold.strategies.base import PlanGenerator, StrategyResult
 from contextfold.summarizers.base import (
     AsyncSummarizer,
@@ -173,7 +173,9 @@ class Summarization(SummarizingStrategy):
         if target < budget:
             prefix_tokens = st.counter.count_messages(st.history[: st.prefix_len])
             room = max(0, target - prefix_tokens) // 2
-            low = fit_tail(st.history, st.cuts, room, st.counter, floor=st.base_from)
+            low = next_cut(
+                st.cuts, fit_tail(st.history, st.cuts, room, st.counter, floor=st.base_from)
+            )
             if k < low < n:
                 k = low
         return k
