@@ -990,6 +990,15 @@ def test_bad_input_is_rejected_without_writing() -> None:
         memory.add({"role": "user", "content": "hi"})  # type: ignore[arg-type]
     with pytest.raises(FormatError):
         memory.extend([Message.user("ok"), "not a message"])  # type: ignore[list-item]
+    for batch in (None, "hello", Message.user("one"), 5):
+        with pytest.raises(FormatError, match="sequence of Message"):
+            memory.extend(batch)  # type: ignore[arg-type]
+        with pytest.raises(FormatError, match="sequence of Message"):
+            asyncio.run(memory.aextend(batch))  # type: ignore[arg-type]
+    for stats in (None, {}, "stats"):
+        with pytest.raises(ConfigError, match="MemoryStats") as info:
+            memory.count_totals(stats)  # type: ignore[arg-type]
+        assert info.value.argument == "stats"
     assert memory.read_messages() == []
     for kwargs, shown in (
         ({"conversation_id": ""}, "''"),

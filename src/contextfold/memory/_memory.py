@@ -298,12 +298,16 @@ class ConversationMemory:
         return (await self._adrive(self._append_core((message,))))[0]
 
     def extend(self, messages: Sequence[Message]) -> list[int]:
-        """Append several messages atomically; returns their sequence numbers."""
-        return self._drive(self._append_core(tuple(messages)))
+        """Append several messages atomically; returns their sequence numbers.
+
+        Raises:
+            FormatError: ``messages`` is not a sequence of :class:`Message`.
+        """
+        return self._drive(self._append_core(_as_batch(messages)))
 
     async def aextend(self, messages: Sequence[Message]) -> list[int]:
         """Async form of :meth:`extend`."""
-        return await self._adrive(self._append_core(tuple(messages)))
+        return await self._adrive(self._append_core(_as_batch(messages)))
 
     def _append_core(self, messages: tuple[Message, ...]) -> CoreGen[list[int]]:
         for i, m in enumerate(messages):
@@ -451,3 +455,14 @@ def _check_arguments(conversation_id: object, lock_ttl: object) -> None:
             f"lock_ttl must be a positive number of seconds, got {lock_ttl!r}",
             argument="lock_ttl",
         )
+
+
+def _as_batch(messages: object) -> tuple[Message, ...]:
+    """``messages`` as a tuple to append; a string, a lone message or a non-iterable is a
+    :class:`FormatError` (each item is checked on append)."""
+    if isinstance(messages, (str, bytes, Message)) or not hasattr(messages, "__iter__"):
+        raise FormatError(
+            f"extend() expects a sequence of Message, got {type(messages).__name__}; "
+            "use add() for one message"
+        )
+    return tuple(messages)

@@ -183,6 +183,11 @@ class Totals:
 
     def _stats_ledger(self, stats: MemoryStats) -> tuple[BuildRecord, Ledger] | None:
         """The build record and ledger of ``stats``, or None when it has none to fill."""
+        if not isinstance(stats, MemoryStats):
+            raise ConfigError(
+                f"stats must be the MemoryStats of a build or plan, got {type(stats).__name__}",
+                argument="stats",
+            )
         record, ledger = stats._record, stats._ledger
         if record is None or ledger is None:
             return None
