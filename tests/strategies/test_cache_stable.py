@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from strategy_checks import chat, least_window_tokens, snapshot
 
 from contextfold.errors import BudgetError, ConfigError
-from contextfold.messages import Message
+from contextfold.messages import Message, ToolCallPart
 from contextfold.strategies import Checkpoint, Hybrid, SlidingWindow, Summarization
 from contextfold.strategies.base import Strategy, StrategyState, WindowAnchor
 from contextfold.strategies.run import run
@@ -284,3 +284,44 @@ def test_a_cold_cache_moves_the_window_early_to_the_lower_mark() -> None:
     assert cold.tokens <= 100  # cold: down to the mark now
     assert any("prompt cache had expired" in n for n in cold.notes)
     assert not cold.state.cache_cold  # set per build, never carried
+
+
+def test_a_repeated_id_never_moves_the_window_onto_a_tool_result() -> None:
+    from contextfold.testing import FixedCounter
+    from contextfold.turns import validate
+
+    ten = FixedCounter(10, per_char=0)
+    window = SlidingWindow(50, compact_to=1.0)
+    # The turn's request and a tool result share an id: the anchor's request is ambiguous.
+    history = [
+        Message.system("s", id="s"),
+        Message.user("do it", id="dup"),
+        Message.assistant(None, tool_calls=[ToolCallPart("c1", "ls")], id="a1"),
+        Message.tool_result("c1", "out", id="dup"),
+        Message.assistant("step 2", id="a2"),
+        Message.assistant("step 3", id="a3"),
+    ]
+    first = run(window, history, counter=ten)
+    later = [*history, Message.user("next", id="u2")]
+    second = run(window, later, counter=ten, state=first.state)
+    validate(list(second.messages))  # sent an orphan tool result before
+    assert second.messages[-1].id == "u2"
+    # The window's first message and a later tool result share an id.
+    history = [
+        Message.system("s", id="s"),
+        *(m for i in range(3) for m in (Message.user(f"q{i}"), Message.assistant(f"a{i}"))),
+    ]
+    first = run(window, history, counter=ten)
+    assert first.state.window is not None
+    start_id = first.state.window.start_id
+    later = [
+        *history,
+        Message.user("run it"),
+        Message.assistant(None, tool_calls=[ToolCallPart("c9", "ls")]),
+        Message.tool_result("c9", "done", id=start_id),
+        Message.user("and now?"),
+    ]
+    validate(later)
+    second = run(window, later, counter=ten, state=first.state)  # raised PairingError before
+    validate(list(second.messages))
+    assert second.messages[-1].text == "and now?"

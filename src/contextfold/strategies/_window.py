@@ -349,11 +349,8 @@ def fit_anchored(
 
     This is what keeps a context cache-stable: between two compactions the next context is
     the previous one with the new messages appended. None when the anchor's messages are
-    no longer in ``messages`` (within the budget's reach) or the window from there no longer
-    fits; the caller then compacts.
-
-    Raises:
-        PairingError: the part that would be sent breaks the tool-pair invariant.
+    no longer in ``messages`` (within the budget's reach), the window from there no longer
+    fits or would not be whole; the caller then compacts.
     """
     prefix_end = prefix_length(messages)
     prefix_tokens = counter.count_messages(messages[:prefix_end])
@@ -367,14 +364,17 @@ def fit_anchored(
     request_cost = 0
     if anchor.request_id is not None:
         request = _locate(messages, anchor.request_id, prefix_end, budget, counter)
-        if request is None or request >= start:
-            return None
+        if request is None or request >= start or not is_request(messages[request]):
+            return None  # gone, or an id repeated by a message that is no request
         request_cost = counter.count_message(messages[request])
     try:
         fit = fit_window(
             messages, budget, counter, min_start=start, reserved=reserved + request_cost
         )
-    except BudgetError:
+    except (BudgetError, PairingError):
+        # No longer fits; or the anchor's id now names another message (ids may repeat),
+        # one a window cannot start at: the caller fits afresh, and a pairing error of the
+        # history itself surfaces there.
         return None
     if fit.start != start or fit.request is not None:
         return None
