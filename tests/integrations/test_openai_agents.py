@@ -394,3 +394,39 @@ def test_comparison_benchmark_runs_tiny() -> None:
     assert ours["requests_with_broken_pairs"] == 0
     assert ours["largest_request"] <= min(bench.BUDGET, plain["largest_request"])
     assert "| contextfold | 6 |" in bench.table(list(rows.values()))
+
+
+@pytest.mark.parametrize("api", ["responses", "chat_completions"])
+async def test_session_stores_every_turn_when_prompts_and_item_ids_repeat(
+    wire: WireServer, api: str
+) -> None:
+    from agents import OpenAIChatCompletionsModel
+    from tests.wire import JSONReply
+    from tests.wire.openai_server import chat_completion
+
+    client = AsyncOpenAI(base_url=wire.url + "/v1", api_key="test-key", max_retries=0)
+    model: Any
+    if api == "responses":
+        model = OpenAIResponsesModel(model="gpt-test-mini", openai_client=client)
+    else:  # the SDK gives every Chat Completions output item the id "__fake_id__"
+        model = OpenAIChatCompletionsModel(model="gpt-test-mini", openai_client=client)
+    agent = Agent(name="desk", instructions=INSTRUCTIONS, model=model)
+    session = ContextfoldSession("repeats", InMemoryStore())
+    prompts = ["yes", "tell me more", "yes"]  # the same short answer twice
+    for n, prompt in enumerate(prompts, 1):
+        if api == "responses":
+            wire.script(responses_text_reply(1, f"answer {n}"))  # the same item id each time
+        else:
+            wire.script(JSONReply(chat_completion(f"answer {n}")))
+        result = await Runner.run(agent, prompt, session=session)
+        assert result.final_output == f"answer {n}"
+    stored = await session.get_items()
+    said = [(i.get("role"), i["content"] if i.get("role") == "user" else None) for i in stored]
+    assert said == [
+        ("user", "yes"), ("assistant", None),
+        ("user", "tell me more"), ("assistant", None),
+        ("user", "yes"), ("assistant", None),
+    ]  # fmt: skip
+    texts = [c["text"] for i in stored if i.get("role") == "assistant" for c in i["content"]]
+    assert texts == ["answer 1", "answer 2", "answer 3"]
+    INPUT_ITEMS.validate_python(stored)

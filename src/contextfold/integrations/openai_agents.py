@@ -41,7 +41,7 @@ from contextfold.integrations._checks import (
     resolve_store,
 )
 from contextfold.memory import ConversationMemory
-from contextfold.messages import Message
+from contextfold.messages import Message, new_id
 from contextfold.stores.base import (
     AsyncCheckpointLog,
     AsyncMessageLog,
@@ -178,10 +178,18 @@ class ContextfoldSession:
         return items if limit is None else pair_safe_tail(items, limit)
 
     async def add_items(self, items: list[Item]) -> None:
-        """Append items (one call's items are grouped into messages as the format does)."""
+        """Append items (one call's items are grouped into messages as the format does).
+
+        Every message gets an id of its own: ids derived from a batch's positions and
+        content repeat across turns (a second "yes"), and so do the placeholder ids the SDK
+        puts on Chat Completions output (``__fake_id__``); either would make the store take
+        a new message for one already stored. The items' own ids are kept with the message
+        and come back from :meth:`get_items`.
+        """
         if not items:
             return
-        messages = openai_responses.load([dict(item) for item in items])
+        loaded = openai_responses.load([dict(item) for item in items])
+        messages = [m.replace(id=new_id()) for m in loaded]
         async with self._lock():
             await self._memory.aextend(messages)
 
