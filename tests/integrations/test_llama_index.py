@@ -316,3 +316,38 @@ def test_memory_rejects_bad_arguments() -> None:
         ContextfoldMemory("s", counter="approx")  # type: ignore[arg-type]
     assert info.value.argument == "counter"
     assert ContextfoldMemory.from_defaults().session_id == "chat_history"
+
+
+def test_a_turn_answering_several_calls_becomes_one_tool_message_per_result() -> None:
+    from contextfold import formats
+    from contextfold.integrations.llama_index import to_chat_messages, to_messages
+
+    payload = {
+        "messages": [
+            {"role": "user", "content": "check both"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "a", "name": "f", "input": {}},
+                    {"type": "tool_use", "id": "b", "name": "g", "input": {}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "a", "content": "ra"},
+                    {"type": "tool_result", "tool_use_id": "b", "content": "rb"},
+                    {"type": "text", "text": "and what now?"},
+                ],
+            },
+        ]
+    }
+    chats = to_chat_messages(formats.load(payload, "anthropic"))
+    assert [(c.role.value, c.additional_kwargs.get("tool_call_id")) for c in chats] == [
+        ("user", None), ("assistant", None), ("tool", "a"), ("tool", "b"), ("user", None),
+    ]  # fmt: skip
+    assert [b.text for b in chats[2].blocks] == ["ra"]
+    assert [b.text for b in chats[4].blocks] == ["and what now?"]
+    back = to_messages(chats)
+    turns.validate(back)  # every call answered
+    assert [r.call_id for m in back for r in m.tool_results] == ["a", "b"]

@@ -187,5 +187,17 @@ def _image_block(cls: Any, part: ImagePart) -> Any:
 
 
 def from_chat_messages(messages: Iterable[Message]) -> list[Any]:
-    """:func:`to_chat_message` for each message."""
-    return [to_chat_message(m) for m in messages]
+    """:func:`to_chat_message` for each message; a message answering several tool calls
+    (an Anthropic-style user turn) becomes one ``tool`` message per result, since a
+    LlamaIndex message names a single ``tool_call_id``."""
+    out: list[Any] = []
+    for m in messages:
+        results = [p for p in m.parts if isinstance(p, ToolResultPart)]
+        if len(results) < 2 and (not results or m.role == "tool"):
+            out.append(to_chat_message(m))
+            continue
+        out.extend(_build(Message("tool", (r,), id=m.id)) for r in results)
+        rest = tuple(p for p in m.parts if not isinstance(p, ToolResultPart))
+        if rest:
+            out.append(_build(Message(m.role, rest, id=m.id, name=m.name)))
+    return out
