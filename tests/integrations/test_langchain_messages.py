@@ -368,3 +368,25 @@ def test_parallel_calls_without_ids_get_distinct_stable_ids() -> None:
     assert len(set(ids)) == 2
     assert ids == [c.id for c in again.tool_calls]
     assert to_langchain([first]) == [ai]
+
+
+@pytest.mark.parametrize("arguments", ["[1, 2]", "null", "123", '"text"', "not json"])
+def test_arguments_that_are_not_a_json_object_survive_the_round_trip(arguments: str) -> None:
+    ours = [
+        Message.user("go"),
+        Message.assistant(None, tool_calls=[ToolCallPart("c1", "f", arguments)]),
+        Message.tool_result("c1", "ok"),
+    ]
+    lc = to_langchain(ours)
+    assert lc[1].tool_calls[0]["args"] == {"__arguments__": arguments}  # not an empty dict
+    assert from_langchain(lc)[1].tool_calls[0].arguments == arguments
+
+
+def test_an_inline_image_with_a_detail_keeps_its_data() -> None:
+    image = ImagePart(data="QUJD", mime="image/jpeg", detail="high")
+    lc = to_langchain([Message.user([TextPart("look"), image])])
+    block = lc[0].content[1]
+    assert block == {
+        "type": "image_url",
+        "image_url": {"url": "data:image/jpeg;base64,QUJD", "detail": "high"},
+    }

@@ -39,6 +39,7 @@ from langchain_core.messages import (
 )
 
 from contextfold.errors import FormatError
+from contextfold.formats._common import data_url
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -246,7 +247,12 @@ def _tool_call_part(call: Mapping[str, Any], where: str) -> ToolCallPart:
                 f"{where}\x00{call.get('name')}".encode("utf-8", "surrogatepass"), digest_size=8
             ).hexdigest()
         )
-    arguments = json.dumps(call.get("args", {}), ensure_ascii=False)
+    args = call.get("args", {})
+    if isinstance(args, dict) and set(args) == {"__arguments__"}:
+        text = args["__arguments__"]  # arguments LangChain could not hold as an object
+        arguments = text if isinstance(text, str) else json.dumps(args, ensure_ascii=False)
+    else:
+        arguments = json.dumps(args, ensure_ascii=False)
     return ToolCallPart(call_id, str(call.get("name", "")), arguments, extra=extra)
 
 
@@ -352,7 +358,8 @@ def _dump_canonical(part: Part) -> Any:
         return {"type": "reasoning", "reasoning": part.text}
     if isinstance(part, ImagePart):
         if part.detail is not None:
-            return {"type": "image_url", "image_url": {"url": part.url, "detail": part.detail}}
+            url = part.url if part.url is not None else data_url(part.mime, part.data or "")
+            return {"type": "image_url", "image_url": {"url": url, "detail": part.detail}}
         if part.data is not None:
             block: dict[str, Any] = {"type": "image", "base64": part.data}
             if part.mime is not None:
@@ -368,10 +375,13 @@ def _dump_call(c: ToolCallPart) -> dict[str, Any]:
     try:
         args = c.parsed_arguments()
     except FormatError:
-        args = {"__arguments__": c.arguments}  # keep the text; LangChain needs a dict
+        args = None
+    if not isinstance(args, dict):
+        # Not JSON, or JSON that is no object ("[1, 2]"): keep the text, LangChain needs a dict.
+        args = {"__arguments__": c.arguments}
     extra = dict(c.extra) if c.extra else {}
     no_id = extra.pop(f"{NS}:no_id", None)
-    call: dict[str, Any] = {"name": c.name, "args": args if isinstance(args, dict) else {}}
+    call: dict[str, Any] = {"name": c.name, "args": args}
     call["id"] = None if no_id is True else (no_id if isinstance(no_id, str) else c.id)
     call["type"] = "tool_call"
     prefix = NS + "."
