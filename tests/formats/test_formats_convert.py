@@ -357,9 +357,13 @@ def test_chat_only_fields_round_trip_and_stay_out_of_anthropic() -> None:
     assert messages[1].extra["openai_chat.refusal"] == "no"
     body = anthropic.dump(messages)
     assert body["messages"][0] == {"role": "user", "content": "listen"}
-    assert body["messages"][4]["content"] == [
+    # The replies with nothing Anthropic can carry are left out: it refuses empty content.
+    assert body["messages"][1] == {"role": "assistant", "content": "still no"}
+    assert body["messages"][2]["content"] == [
         {"type": "tool_use", "id": "x", "name": "f", "input": {"arguments": "not json"}}
     ]
+    assert len(body["messages"]) == 4
+    assert all(m["content"] not in ([], "") for m in body["messages"])
     assert all("refusal" not in m and "audio" not in m for m in body["messages"])
 
 
@@ -459,3 +463,25 @@ def test_results_come_first_in_an_anthropic_user_message() -> None:
         {"type": "tool_result", "tool_use_id": "t1", "content": "done"},
         {"type": "text", "text": "by the way"},
     ]
+
+
+def test_a_converted_message_with_nothing_for_anthropic_is_left_out() -> None:
+    chat = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": "again"},
+    ]
+    assert anthropic.dump(openai_chat.load(chat))["messages"] == [
+        {"role": "user", "content": "hi"},
+        {"role": "user", "content": "again"},
+    ]
+    items = [
+        {"type": "message", "role": "user", "content": "hi"},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "e"},
+        {"type": "message", "role": "user", "content": "again"},
+    ]
+    body = anthropic.dump(openai_responses.load(items))
+    assert all(m["content"] not in ([], "") for m in body["messages"])
+    # An Anthropic payload's own empty messages still round trip as they were.
+    own = {"messages": [{"role": "user", "content": ""}, {"role": "assistant", "content": []}]}
+    assert anthropic.dump(anthropic.load(own)) == own

@@ -150,8 +150,8 @@ def _load_message(raw: Any, i: int, ids: IdMaker, strict: bool) -> Message:
             extra[f"{NS}.content"] = ""
     elif isinstance(content, list):
         parts = [load_block(b, i, f"content[{j}]", strict) for j, b in enumerate(content)]
-        if len(parts) == 1 and is_plain_text(parts[0], NS):
-            extra[f"{NS}:content"] = "list"
+        if (len(parts) == 1 and is_plain_text(parts[0], NS)) or not parts:
+            extra[f"{NS}:content"] = "list"  # an empty list too: it is this payload's own
     elif "content" not in raw:
         fail("message has no content", index=i, field="content")
     else:
@@ -196,7 +196,12 @@ def dump(messages: Sequence[Message]) -> dict[str, Any]:
             text = "\n".join(p.text for p in m.parts if isinstance(p, TextPart))
             rows.append({"role": "user", "content": SYSTEM_PREFIX + text})
             continue
-        rows.append(_dump_message(m, ids))
+        row = _dump_message(m, ids)
+        if row.get("content") in ([], "") and not any(k.startswith(NS) for k in m.extra):
+            # A message of another format with nothing Anthropic can carry (an empty Chat
+            # reply, a turn of foreign reasoning only): the API refuses empty content.
+            continue
+        rows.append(row)
     out["messages"] = rows
     return out
 
