@@ -85,3 +85,20 @@ def test_opening_a_compacted_conversation_reads_a_bounded_number_of_rows(name: s
     small = _rows_read_on_open(MAKERS[name], _chat(400))
     large = _rows_read_on_open(MAKERS[name], _chat(4000))
     assert large <= small + 40, f"{name}: {small} rows at 400 messages, {large} at 4,000"
+
+
+def test_the_notes_account_for_every_message_a_windowed_read_leaves_out() -> None:
+    import re
+
+    from contextfold import ConversationMemory, Message, SlidingWindow
+    from contextfold.stores import InMemoryStore
+
+    store = InMemoryStore()
+    turns = [Message.system("sys")]
+    for i in range(150):
+        turns += [Message.user(f"question {i} about things"), Message.assistant(f"answer {i}")]
+    store.append("c", turns)
+    memory = ConversationMemory.open(store, conversation_id="c", strategy=SlidingWindow(200))
+    stats = memory.build_context().stats
+    said = [int(n) for note in stats.notes for n in re.findall(r"(\d+) older", note)]
+    assert sum(said) == stats.dropped_count > 250

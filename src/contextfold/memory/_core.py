@@ -392,7 +392,7 @@ class MemoryCore(Searcher, Totals):
             dropped_count=result.dropped_count + (unread - covered_unread),
             summarized_count=result.summarized_count + covered_unread,
             tools_tokens=self.tools_tokens,
-            notes=(*result.notes, *memory_notes),
+            notes=(*result.notes, *memory_notes, *_unread_note(unread - covered_unread)),
             recalled=result.recalled,
             total_tokens=record.total,
             lifetime_tokens_saved=record.lifetime,
@@ -517,3 +517,11 @@ def _cache_fields(figures: CacheFigures) -> dict[str, Any]:
         "lifetime_cost_usd": figures.lifetime_cost_usd,
         "lifetime_full_history_cost_usd": figures.lifetime_full_history_cost_usd,
     }
+
+
+def _unread_note(count: int) -> tuple[str, ...]:
+    """The note that squares the strategy's own drop count with ``dropped_count``: the
+    memory read only a window, and the older messages it did not read are left out too."""
+    if count <= 0:
+        return ()
+    return (f"{count} older stored messages, not read (outside the window), are left out too",)
