@@ -34,3 +34,37 @@ def test_builds_after_a_checkpoint_ending_on_a_tool_result_keep_working() -> Non
         ctx = memory.build_context()  # raised PairingError: the result's call was never read
         validate(list(ctx.messages))
         assert ctx.stats.current_tokens <= 300
+
+
+def test_a_pipeline_builds_after_a_checkpoint_ending_on_a_tool_result() -> None:
+    from contextfold import Hybrid, Pipeline, PruneToolOutputs
+
+    counter = FixedCounter(10, per_char=0)
+    hybrid = Hybrid(
+        80,
+        keep_recent=2,
+        chunk_size=3,
+        max_chunks=1,
+        compact_to=1.0,
+        summarizer=FakeSummarizer(),
+    )
+    memory = ConversationMemory(
+        strategy=Pipeline([PruneToolOutputs(), hybrid], max_tokens=80), counter=counter
+    )
+    history = [
+        Message.system("s", id="s"),
+        Message.user("u0", id="u0"),
+        Message("assistant", (ToolCallPart("c0", "lookup", "{}"),), id="a0"),
+        Message("tool", (ToolResultPart("c0", "out"),), id="t0"),
+        Message.assistant("b0", id="b0"),
+    ]
+    for i in range(1, 5):
+        history += [Message.user(f"u{i}", id=f"u{i}"), Message.assistant(f"a{i}", id=f"a{i}")]
+    memory.extend(history)
+    first = memory.build_context()
+    assert first.checkpoint is not None
+    assert first.checkpoint.last_covered_id == "t0"  # the case under test
+    memory.extend([Message.user("next", id="u9"), Message.assistant("ok", id="a9")])
+    second = memory.build_context()  # the prune stage raised PairingError on the view
+    validate(list(second.messages))
+    assert [m.id for m in second.messages][-2:] == ["u9", "a9"]

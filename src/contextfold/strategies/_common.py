@@ -45,6 +45,7 @@ __all__ = [
     "locate_checkpoint",
     "prepare",
     "prepare_from",
+    "prepare_view",
     "ranges_of",
     "reported_prompt_hash",
     "summarizer_fingerprint",
@@ -68,6 +69,35 @@ def prepare(history: Sequence[Message]) -> int:
     check_messages(history)
     validate(history, allow_pending_tail=True)
     return prefix_length(history)
+
+
+def prepare_view(history: Sequence[Message]) -> int:
+    """:func:`prepare` for a view that may open, after its prefix, with tool results whose
+    calls came before it: a memory reads from the message its checkpoint covers, and a
+    :class:`~contextfold.strategies.pipeline.Pipeline` hands that view to every stage.
+
+    Raises:
+        PairingError: the rest of the view breaks the pairing invariant.
+    """
+    if not isinstance(history, Sequence):
+        raise FormatError(f"expected a sequence of messages, got {type(history).__name__}")
+    check_messages(history)
+    p = prefix_length(history)
+    start = p
+    while start < len(history) and history[start].is_tool_result_only:
+        start += 1
+    if start == p:
+        validate(history, allow_pending_tail=True)
+        return p
+    validate(history[:p])
+    try:
+        validate(history[start:], allow_pending_tail=True)
+    except PairingError as exc:
+        where = None if exc.index is None else exc.index + start
+        raise PairingError(
+            f"{exc} (message {where} of the history)", index=where, call_id=exc.call_id
+        ) from exc
+    return p
 
 
 def prepare_from(

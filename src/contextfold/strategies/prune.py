@@ -29,7 +29,7 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import ConfigError
 from contextfold.messages import Message, Part, ToolResultPart
 from contextfold.strategies._assembly import require_fit
-from contextfold.strategies._common import prepare, with_overhead_notes
+from contextfold.strategies._common import prepare_view, with_overhead_notes
 from contextfold.strategies._config import (
     DEFAULT_COMPACT_TO,
     FrozenConfig,
@@ -173,7 +173,7 @@ class PruneToolOutputs(ToolBudget, FrozenConfig):
         state: StrategyState,
     ) -> StrategyResult:
         history = messages
-        p = prepare(history)
+        p = prepare_view(history)
         cuts = cut_points(history, p)
         if budget is not None:
             assert self.max_tokens is not None
