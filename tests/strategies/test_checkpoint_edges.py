@@ -76,3 +76,24 @@ def test_an_id_repeated_inside_a_tool_exchange_is_not_taken_for_the_checkpoint_e
     validate(list(second.messages))
     assert [m.id for m in second.messages][-2:] == ["u4", "a4"]
     assert second.tokens <= 60
+
+
+def test_hybrids_limit_counts_the_messages_it_really_dropped() -> None:
+    from contextfold.strategies import Hybrid
+
+    history = [Message.system("You are terse.", id="s")]
+    for i in range(6):
+        history += [Message.user(f"question {i}", id=f"u{i}"), Message.assistant(f"a {i}")]
+    history.append(Message.user("do big task", id="req"))  # a long newest turn
+    for j in range(6):
+        call = ToolCallPart(f"k{j}", "run", "{}")
+        history += [Message.assistant(None, tool_calls=[call]), Message.tool_result(f"k{j}", "out")]
+    history.append(Message.assistant("done", id="fin"))
+    hybrid = Hybrid(
+        90, keep_recent=4, chunk_size=2, summarizer=FakeSummarizer(), max_chunks=1, compact_to=1.0
+    )
+    result = run(hybrid, history, counter=TEN)
+    assert "req" in result.kept  # the turn's request is kept apart from the tail
+    assert result.limit_reached is not None
+    counted = int(result.limit_reached.split(": ")[1].split()[0])
+    assert counted == result.dropped_count == 18  # it said 19: the kept request too

@@ -255,7 +255,16 @@ class Hybrid(SummarizingStrategy):
             usage=run.usage,
             calls=calls,
             notes=notes,
-            limit_reached=self._limit_reached(asm.tail_start - covered_end) if bounded else None,
+            limit_reached=(
+                self._limit_reached(
+                    sum(
+                        b - a
+                        for a, b in asm.dropped_ranges(covered_end if summarized else st.prefix_len)
+                    )
+                )
+                if bounded
+                else None
+            ),
         )
 
     def _limit_reached(self, left: int) -> str:
