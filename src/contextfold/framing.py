@@ -68,10 +68,13 @@ FRAMING_TAGS: tuple[str, ...] = (
     "turn-context",
 )
 
+#: A line that starts like a speaker label: at the start of the text or after any character a
+#: reader may take for a line break, past blanks and invisible characters.
 _LABEL_LINE = re.compile(
-    r"^(\s*)(\\*)(\[(?:System|Developer|User|Assistant|Assistant tool calls|Tool result|Tool error)"
-    r"(?:[^\]\n]*)\])",
-    re.MULTILINE | re.IGNORECASE,
+    r"(^|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029])([\s\u00ad\u034f\u200b-\u200f\u2060-\u2064\ufeff]*)"
+    r"(\\*)([\[\uff3b](?:System|Developer|User|Assistant|Assistant tool calls|Tool result|"
+    r"Tool error)(?:[^\]\uff3d\n]*)[\]\uff3d])",
+    re.IGNORECASE,
 )
 
 #: Characters a reader takes for ``<``: ASCII, fullwidth and small form.
@@ -316,8 +319,8 @@ def escape_text(text: str, tags: Sequence[str] = FRAMING_TAGS) -> str:
     unescaped by a crafted input).
     """
     out = escape_framing(text, tags)
-    if "[" in out:
-        out = _LABEL_LINE.sub(lambda m: f"{m.group(1)}\\{m.group(2)}{m.group(3)}", out)
+    if "[" in out or "\uff3b" in out:
+        out = _LABEL_LINE.sub(lambda m: f"{m.group(1)}{m.group(2)}\\{m.group(3)}{m.group(4)}", out)
     return out
 
 
