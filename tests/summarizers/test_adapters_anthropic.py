@@ -465,3 +465,14 @@ async def test_any_split_into_deltas_streams_to_the_plain_answer(
     plain = make(clients).summarize(request())
     assert streamed.ok, streamed.reason
     assert streamed.text == plain.text == text.strip()
+
+
+async def test_a_deadline_is_not_outrun_by_the_sdks_own_retries(srv: WireServer) -> None:
+    summarizer = AnthropicSummarizer(model=wire.MODEL, base_url=srv.url, api_key="k")
+    srv.script(*[JSONReply(wire.message(), delay=1.0) for _ in range(3)])
+    span = (Message.user("rename a.py", id="u1"), Message.assistant("done", id="a1"))
+    result = summarizer.summarize(SummaryRequest(span, deadline=time.monotonic() + 0.4))
+    assert result.code == "timeout"
+    time.sleep(1.5)  # time for any retry to reach the server
+    assert len(srv.requests) == 1
+    summarizer.close()

@@ -846,3 +846,16 @@ async def test_one_settings_object_serves_both_adapters() -> None:
     assert oa_kwargs["max_completion_tokens"] == an_kwargs["max_tokens"] == 321
     assert oa_kwargs["stream"] is an_kwargs["stream"] is True
     assert oa.settings is an.settings is shared
+
+
+async def test_a_deadline_is_not_outrun_by_the_sdks_own_retries(srv: WireServer) -> None:
+    # A summarizer that makes its own client gets the SDK's default of two retries; with a
+    # deadline, a sync call given up on would keep retrying unseen, each attempt billed.
+    summarizer = OpenAISummarizer(model=wire.MODEL, base_url=srv.url + "/v1", api_key="k")
+    srv.script(*[JSONReply(wire.chat_completion(), delay=1.0) for _ in range(3)])
+    span = (Message.user("rename a.py", id="u1"), Message.assistant("done", id="a1"))
+    result = summarizer.summarize(SummaryRequest(span, deadline=time.monotonic() + 0.4))
+    assert result.code == "timeout"
+    time.sleep(1.5)  # time for any retry to reach the server
+    assert len(srv.requests) == 1
+    summarizer.close()

@@ -162,10 +162,10 @@ class SDKSummarizer(ProviderSummarizer):
         """The constructor settings that make a twin of ``other`` (an SDK client)."""
 
     def _start(self, request: SummaryRequest) -> Any:
-        return self._send(self.clients.sync(), request)
+        return self._send(_within_deadline(self.clients.sync(), request), request)
 
     async def _astart(self, request: SummaryRequest) -> Any:
-        return await self._send(self.clients.async_(), request)
+        return await self._send(_within_deadline(self.clients.async_(), request), request)
 
     def _stream_options(self) -> dict[str, Any]:
         """Request fields that go with ``stream=True`` (none unless the provider needs some)."""
@@ -196,3 +196,14 @@ class SDKSummarizer(ProviderSummarizer):
     async def aclose(self) -> None:
         """Close every client this summarizer created (clients passed in are left open)."""
         await self.clients.aclose()
+
+
+def _within_deadline(client: Any, request: SummaryRequest) -> Any:
+    """``client``, without the SDK's own retries when the request has a deadline.
+
+    The deadline bounds each attempt's timeout, not the retries after it: a sync call given
+    up on at its deadline would go on retrying, each attempt billed and never accounted for.
+    """
+    if request.deadline is None or not hasattr(client, "with_options"):
+        return client
+    return client.with_options(max_retries=0)

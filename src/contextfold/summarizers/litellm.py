@@ -111,6 +111,8 @@ class LiteLLMSummarizer(ProviderSummarizer):
         timeout = request_timeout(request, settings.timeout)
         if timeout is not None:
             kwargs["timeout"] = timeout
+        if request.deadline is not None:
+            kwargs["num_retries"] = 0  # retries would run past the deadline, billed unseen
         if settings.stream:
             kwargs["stream"] = True
             kwargs.setdefault("stream_options", {"include_usage": True})
