@@ -279,3 +279,21 @@ def test_pipeline_options() -> None:
         Pipeline([], max_tokens=10)
     with pytest.raises(ValueError, match="not a strategy"):
         Pipeline([object()], max_tokens=10)  # type: ignore[list-item]
+
+
+def test_a_pipeline_reports_the_message_its_summary_was_merged_into_as_kept() -> None:
+    counter = FixedCounter(10, per_char=0)
+    history = [Message.system("sys", id="s")]
+    for i in range(10):
+        history += [Message.user(f"u{i}", id=f"u{i}"), Message.assistant(f"a{i}", id=f"a{i}")]
+    hybrid = Hybrid(100, keep_recent=3, chunk_size=4, summarizer=FakeSummarizer(), compact_to=1.0)
+    alone = run(hybrid, history, counter=counter)
+    piped = run(Pipeline([PruneToolOutputs(), hybrid], max_tokens=100), history, counter=counter)
+    assert [m.id for m in piped.messages] == [m.id for m in alone.messages]
+    assert piped.kept == alone.kept
+    # Every message of the history is kept, dropped, summarized or pruned: none is missing.
+    ids = [m.id for m in history]
+    accounted = set(piped.kept) | set(piped.pruned)
+    for a, b in (*piped.dropped_ranges, *piped.summarized_ranges):
+        accounted |= set(ids[a:b])
+    assert accounted == set(ids)

@@ -264,10 +264,12 @@ class _Run:
         history = self.history
         present = {m.id for m in final}
         dropped = self.dropped - self.summarized
+        # Sent as given, or with a summary merged in front (a new object, the same id); a
+        # message a stage shortened is reported as pruned instead.
         kept = tuple(
             m.id
             for m, o in zip(final, final_origin, strict=True)
-            if o is not None and history[o] is m
+            if o is not None and (history[o] is m or m.id not in self.pruned_ids)
         )
         summarized_ranges = ranges_of(sorted(self.summarized))
         if self.summary_outside and not summarized_ranges:
