@@ -859,3 +859,21 @@ async def test_a_deadline_is_not_outrun_by_the_sdks_own_retries(srv: WireServer)
     time.sleep(1.5)  # time for any retry to reach the server
     assert len(srv.requests) == 1
     summarizer.close()
+
+
+async def test_a_call_cancelled_after_its_answer_came_still_reports_what_it_cost(
+    srv: WireServer,
+) -> None:
+    import threading
+
+    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="k", max_retries=0, timeout=5)
+    span = (Message.user("rename a.py", id="u1"), Message.assistant("done", id="a1"))
+    # Plain: cancelled while the request is in flight; the answer with its usage comes after.
+    token = CancelToken()
+    srv.script(JSONReply(wire.chat_completion(), delay=0.3))
+    threading.Timer(0.1, token.cancel).start()
+    plain = OpenAISummarizer(client, model="m").summarize(SummaryRequest(span, cancel=token))
+    assert plain.code == "aborted"
+    assert plain.usage is not None
+    assert plain.usage.input_tokens == 120
+    client.close()

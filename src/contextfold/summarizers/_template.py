@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from contextfold._drive import adrive, drive
 from contextfold.summarizers._errors import failure_from_exception
-from contextfold.summarizers.base import SummarizationResult, SummaryRequest, precheck
+from contextfold.summarizers.base import SummarizationResult, SummaryRequest, Usage, precheck
 from contextfold.summarizers.settings import SummarizerSettings
 
 __all__ = ["GUARD_INTERVAL", "ProviderSummarizer", "StreamAccumulator", "guard_async"]
@@ -181,18 +181,33 @@ class ProviderSummarizer(abc.ABC):
             streamed=acc is not None and acc.events > 0,
         )
 
-    def _cancelled(self, request: SummaryRequest) -> SummarizationResult | None:
-        """``aborted`` when the caller cancelled: even a finished answer is then dropped."""
+    def _cancelled(
+        self, request: SummaryRequest, usage: Usage | None = None
+    ) -> SummarizationResult | None:
+        """``aborted`` when the caller cancelled: even a finished answer is then dropped,
+        though what it cost (``usage``, when it is known) is still reported."""
         if request.cancelled:
             reason = request.cancel.reason if request.cancel is not None else None
             return SummarizationResult.failure(
-                f"{self.provider}: {reason or 'cancelled'}", "aborted", model=self.model
+                f"{self.provider}: {reason or 'cancelled'}",
+                "aborted",
+                usage=usage,
+                model=self.model,
             )
         return None
 
-    def _interrupted(self, request: SummaryRequest) -> SummarizationResult | None:
+    def _answer_usage(self, answer: Any) -> Usage | None:
+        """What a plain answer cost, read without judging it (None when unreadable)."""
+        try:
+            return self._parse(answer).usage
+        except Exception:
+            return None
+
+    def _interrupted(
+        self, request: SummaryRequest, acc: StreamAccumulator
+    ) -> SummarizationResult | None:
         """Between stream chunks: cancelled, or past the deadline with the answer unfinished."""
-        cancelled = self._cancelled(request)
+        cancelled = self._cancelled(request, getattr(acc, "usage", None))
         if cancelled is not None:
             return cancelled
         if request.expired:
@@ -213,17 +228,22 @@ class ProviderSummarizer(abc.ABC):
         try:
             answer = yield _Step("start")
             if not self.stream:
-                return self._cancelled(request) or self._parse(answer)
+                if request.cancelled:
+                    return self._cancelled(request, self._answer_usage(answer)) or self._parse(
+                        answer
+                    )
+                return self._parse(answer)
             acc = self._accumulator()
             try:
                 events = yield _Step("open", answer)
                 while (event := (yield _Step("next", events))) is not _END:
-                    stop = self._interrupted(request) or acc.feed(event)
+                    # Fed first: a chunk that arrived carries what the call cost.
+                    stop = acc.feed(event) or self._interrupted(request, acc)
                     if stop is not None:
                         return stop
             finally:
                 yield _Step("close", answer)
-            return self._cancelled(request) or acc.result()
+            return self._cancelled(request, getattr(acc, "usage", None)) or acc.result()
         except _Interrupt:
             raise
         except Exception as exc:
