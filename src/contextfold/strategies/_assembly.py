@@ -37,6 +37,7 @@ from contextfold.tokens.base import TokenCounter
 __all__ = [
     "Assembly",
     "assemble",
+    "past_leading_results",
     "recent_start",
     "require_fit",
     "summary_room",
@@ -279,7 +280,7 @@ def assemble(
         start = cuts[k]
 
 
-def _past_leading_results(history: Sequence[Message], start: int) -> int:
+def past_leading_results(history: Sequence[Message], start: int) -> int:
     """The first index from ``start`` on that is not a tool result: the results a view
     opens with answer calls before it (a memory reads from the message its checkpoint
     covers, which may be one), so no window may begin with them."""
@@ -307,7 +308,7 @@ def trim_view(
     :func:`require_fit` must have passed, so the plain window always fits.
     """
     attempts: list[tuple[str | None, int]] = [(summary, tail_from)] if summary is not None else []
-    attempts.append((None, _past_leading_results(history, prefix_len)))
+    attempts.append((None, past_leading_results(history, prefix_len)))
     for text, floor in attempts:
         asm = assemble(
             history,

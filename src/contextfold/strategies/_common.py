@@ -27,7 +27,7 @@ from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import FormatError, PairingError
 from contextfold.framing import SummaryPlacement, summary_message_tokens
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
-from contextfold.strategies._assembly import Assembly
+from contextfold.strategies._assembly import Assembly, past_leading_results
 from contextfold.strategies.base import StrategyResult, StrategyState
 from contextfold.summarizers.base import SummarizationResult
 from contextfold.tokens.base import TokenCounter
@@ -83,20 +83,8 @@ def prepare_view(history: Sequence[Message]) -> int:
         raise FormatError(f"expected a sequence of messages, got {type(history).__name__}")
     check_messages(history)
     p = prefix_length(history)
-    start = p
-    while start < len(history) and history[start].is_tool_result_only:
-        start += 1
-    if start == p:
-        validate(history, allow_pending_tail=True)
-        return p
-    validate(history[:p])
-    try:
-        validate(history[start:], allow_pending_tail=True)
-    except PairingError as exc:
-        where = None if exc.index is None else exc.index + start
-        raise PairingError(
-            f"{exc} (message {where} of the history)", index=where, call_id=exc.call_id
-        ) from exc
+    start = past_leading_results(history, p)
+    _validate_from(history, p, start if start > p else 0)  # no leading results: all at once
     return p
 
 
@@ -127,18 +115,26 @@ def prepare_from(
     covered = locate_checkpoint(history, p, checkpoint, name)
     start = p if covered is None else covered
     check_messages(history, start)
-    validate(history[:p])
+    _validate_from(history, p, start)
+    return p, covered
+
+
+def _validate_from(history: Sequence[Message], prefix_len: int, start: int) -> None:
+    """Validate the prefix and ``history[start:]``; an error's ``index`` is in ``history``.
+
+    With ``start`` 0 the whole history is validated in one pass.
+    """
     if start == 0:
         validate(history, allow_pending_tail=True)
-    else:
-        try:
-            validate(history[start:], allow_pending_tail=True)
-        except PairingError as exc:
-            where = None if exc.index is None else exc.index + start
-            raise PairingError(
-                f"{exc} (message {where} of the history)", index=where, call_id=exc.call_id
-            ) from exc
-    return p, covered
+        return
+    validate(history[:prefix_len])
+    try:
+        validate(history[start:], allow_pending_tail=True)
+    except PairingError as exc:
+        where = None if exc.index is None else exc.index + start
+        raise PairingError(
+            f"{exc} (message {where} of the history)", index=where, call_id=exc.call_id
+        ) from exc
 
 
 def locate_checkpoint(
