@@ -42,6 +42,8 @@ from contextfold.tokens.base import TokenCounter
 
 __all__ = [
     "FRAMING_TAGS",
+    "LINE_BLANK",
+    "LINE_BREAK",
     "SummaryPlacement",
     "SummaryRole",
     "escape_framing",
@@ -68,10 +70,14 @@ FRAMING_TAGS: tuple[str, ...] = (
     "turn-context",
 )
 
-#: A line that starts like a speaker label: at the start of the text or after any character a
-#: reader may take for a line break, past blanks and invisible characters.
+#: Regex classes: every character a reader may take for a line break, and the blanks and
+#: invisible characters it reads past at the start of a line.
+LINE_BREAK = r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]"
+LINE_BLANK = r"[\s\u00ad\u034f\u200b-\u200f\u2060-\u2064\ufeff]"
+#: A line that starts like a speaker label: at the start of the text or after a line break,
+#: past blanks and invisible characters.
 _LABEL_LINE = re.compile(
-    r"(^|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029])([\s\u00ad\u034f\u200b-\u200f\u2060-\u2064\ufeff]*)"
+    rf"(^|{LINE_BREAK})({LINE_BLANK}*)"
     r"(\\*)([\[\uff3b](?:System|Developer|User|Assistant|Assistant tool calls|Tool result|"
     r"Tool error)(?:[^\]\uff3d\n]*)[\]\uff3d])",
     re.IGNORECASE,

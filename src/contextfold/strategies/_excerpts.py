@@ -21,7 +21,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from contextfold.framing import FRAMING_TAGS, SummaryPlacement, escape_text, message_texts
+from contextfold.framing import (
+    FRAMING_TAGS,
+    LINE_BLANK,
+    LINE_BREAK,
+    SummaryPlacement,
+    escape_text,
+    message_texts,
+)
 from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from contextfold.search import tokenize
 from contextfold.strategies.base import SearchHit
@@ -54,7 +61,7 @@ _NONE: frozenset[str] = frozenset()
 #: A line that opens with ``[`` or its fullwidth form, after a line break of any kind and any
 #: blanks or invisible characters: it could pass for the head of an excerpt line.
 _HEAD_LINE = re.compile(
-    r"([\n\r\v\f\x1c-\x1e\x85\u2028\u2029][\s\u00ad\u034f\u200b-\u200f\u2060-\u2064\ufeff]*)"
+    rf"({LINE_BREAK}{LINE_BLANK}*)"
     r"(\\*[\[\uff3b])"
 )
 #: First words of a speaker label or a role: a name starting with one is shown with its role.
