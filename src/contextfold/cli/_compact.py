@@ -128,14 +128,15 @@ def _compact_with_store(
     with open_memory(
         args.store, conversation, strategy, counter, getattr(args, "prices", None)
     ) as memory:
-        stored = memory.store.last_seq(conversation)
+        rows = memory.store.read(conversation)  # compared with the file below
+        stored = len(rows)  # seqs run from 1 without gaps
         if stored > len(messages):
             raise UsageError(
                 f"conversation {conversation!r} in the store has {stored} messages but the file "
                 f"has {len(messages)}: it is not the same conversation",
                 hint="pick another --conversation id",
             )
-        differs = _first_difference(memory.store.read(conversation), messages)
+        differs = _first_difference(rows, messages)
         if differs is not None:
             raise UsageError(
                 f"conversation {conversation!r} in the store differs from the file at message "
