@@ -49,6 +49,7 @@ from contextfold.summarizers.extractive._items import (
     Item,
     norm,
     path_weight,
+    speaker_name,
 )
 from contextfold.summarizers.extractive._paths import count_paths
 
@@ -58,7 +59,9 @@ _IDENT_RE = re.compile(
     r"`([^`\n]{2,60})`"
     r"|\b([A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+(?:\.[A-Za-z_]\w*)*)\b"  # CamelCase(.attr)
     r"|\b([a-z_][a-z0-9]*(?:_[a-z0-9]+)+)\b"  # snake_case
-    r"|\b([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\(\)?)"  # dotted.call(
+    # dotted.call(, started only where a dotted run starts: from inside one, each failed
+    # match would rescan the rest of the run (quadratic on "a.a.a. ... (")
+    r"|(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\(\)?)"
 )
 _CAMEL_RE = re.compile(r"[A-Z](?<=[a-z][A-Z])")
 _FILE_NAME_RE = re.compile(r"\w\.(?:[a-z]{1,4}|heex|json|yaml|toml)$")
@@ -156,8 +159,13 @@ def _clause_items(
     section: int,
     *,
     named: bool,
+    opening: int = -1,
 ) -> list[Item]:
-    """Every fact-carrying clause of the messages' own text, as candidates of ``section``."""
+    """Every fact-carrying clause of the messages' own text, as candidates of ``section``.
+
+    The first clause of message ``opening`` is a candidate however little it carries:
+    "Please cancel my subscription." is what the whole chat is about.
+    """
     items: list[Item] = []
     n = max(1, len(owns))
     # Between named people, their own names and short forms of them ("Thanks, Mel!") say
@@ -170,12 +178,12 @@ def _clause_items(
     for i, own in enumerate(owns):
         if not own:
             continue
-        speaker = (messages[i].name or "") if named else ""
+        speaker = speaker_name(messages[i].name or "") if named else ""
         scale = 1.0 + 0.25 * i / n
-        for c in clauses_of(own, i):
+        for j, c in enumerate(clauses_of(own, i)):
             if names and not names.isdisjoint(c.keys):
                 c.keys = {k: w for k, w in c.keys.items() if k not in names}
-            if sum(c.keys.values()) < _MIN_FACTS:
+            if sum(c.keys.values()) < _MIN_FACTS and not (i == opening and j == 0):
                 continue  # "Let me check." carries nothing a reader needs
             key = f"{section}:{norm(c.text)}"
             items.append(Item(section, c.text, 0.0, i, key, c.keys, scale, speaker))
@@ -344,7 +352,10 @@ def collect_chat(messages: Sequence[Message], *, opening: bool = True) -> list[I
     # Between two named people (not a user and an assistant) a question is conversation,
     # not a request, and nobody is deciding for the other: everything is a fact.
     peers = all(m.name for m in messages if m.role in ("user", "assistant"))
-    items = _clause_items(messages, owns, FACTS, named=peers)
+    first = next((i for i, m in enumerate(messages) if m.role == "user" and owns[i].strip()), -1)
+    items = _clause_items(
+        messages, owns, FACTS, named=peers, opening=first if opening and not peers else -1
+    )
     last = max((i for i, own in enumerate(owns) if own.strip()), default=-1)
     opened = not opening or peers
     for it in items:

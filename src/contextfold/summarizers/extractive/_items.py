@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from contextfold.summarizers._serialize import label_name
 from contextfold.summarizers.extractive._facts import fact_keys
 from contextfold.summarizers.prompts import CHECKPOINT_SECTIONS
 
@@ -42,6 +43,7 @@ __all__ = [
     "norm",
     "path_weight",
     "render",
+    "speaker_name",
 ]
 
 # Sections of an agent run, in CHECKPOINT_SECTIONS order ...
@@ -164,6 +166,16 @@ def render(chosen: Iterable[Item], layout: Sequence[int]) -> str:
         lines.append(f"## {_HEADINGS[idx]}")
         lines.extend(_bullets(sorted(section, key=lambda it: (it.order, it.key))))
     return "\n".join(lines)
+
+
+def speaker_name(name: str) -> str:
+    """``name`` as a bullet may print it before ``:``: one line, no brackets, no colon.
+
+    A name is as untrusted as what its speaker said: a line break in it would start a
+    section or a bullet of its own, and a colon would end the name early when the summary
+    is read back as the previous one.
+    """
+    return " ".join(label_name(name).replace(":", " ").split())
 
 
 def _bullets(section: Sequence[Item]) -> list[str]:

@@ -20,14 +20,23 @@ from collections.abc import Sequence
 from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from contextfold.paths import is_plausible_path
 
-__all__ = ["PathCounts", "count_paths", "is_file_shaped", "is_plausible"]
+__all__ = ["PathCounts", "count_paths", "is_device_file", "is_file_shaped", "is_plausible"]
 
+# A path starts only where a run of path characters starts: from inside a run, each failed
+# match would rescan the rest of it (quadratic on "1+1+1+ ... /" or "@@@@ ... /").
 _PATH_RE = re.compile(
-    r"(?<![\w/.:-])(?:[A-Za-z]:)?(?:~|\.{1,2})?/?(?:\.?[\w@+-][\w.@+-]*/)+\.?[\w@+-][\w.@+-]*/?"
-    r"|(?<![\w/.:-])(?:~|\.{1,2})/[\w@+-][\w.@+-]*"
-    r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|ex|exs|eex|heex|leex|ts|tsx|js|jsx|mjs|json|md|toml|yaml|"
+    r"(?<![\w/.:@+-])(?:[A-Za-z]:)?(?:~|\.{1,2})?/?(?:\.?[\w@+-][\w.@+-]*/)+\.?[\w@+-][\w.@+-]*/?"
+    r"|(?<![\w/.:@+-])(?:~|\.{1,2})/[\w@+-][\w.@+-]*"
+    r"|(?<![\w/.-])[\w-]+(?:\.[\w-]+)*\.(?:py|pyi|ex|exs|eex|heex|leex|ts|tsx|js|jsx|mjs|json|md|toml|yaml|"
     r"yml|txt|cfg|ini|rs|go|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|sh|sql|html|css|scss|lock|"
-    r"dart|lua|vue|svelte|xml|csv|proto|db|xlsx|ipynb|conf|log)\b"
+    r"dart|lua|vue|svelte|xml|csv|proto|db|xlsx|ipynb|conf|log)(?![\w.])"
+)
+# A tool argument whose whole value is a path, whatever its shape ("path": "docs"): its key
+# names a file or a folder. Another argument ("pattern": "and/or") is not one.
+_PATH_ARG_RE = re.compile(
+    r'"(?:\w*path|\w*file(?:name)?|\w*dir(?:ectory)?|cwd|root|src|dst|source|dest'
+    r'(?:ination)?|target)"\s*:\s*"([^"\\]+)"',
+    re.IGNORECASE,
 )
 # A hint that a text may hold a path: a slash, or a dot inside a word.
 _EXT_HINT_RE = re.compile(r"\.(?<=\w\.)[a-z]{1,6}\b")
@@ -47,6 +56,9 @@ def is_file_shaped(path: str) -> bool:
     """
     if path.startswith(_NOT_FILES) or len(path) > _MAX_PATH:
         return False
+    segments = [p for p in path.split("/") if p]
+    if len(segments) > 1 and all(p.startswith(".") and p.strip(".") for p in segments):
+        return False  # ".ex/.exs", ".json/.jsonl": extensions, not a file in a folder
     name = path.rstrip("/").rpartition("/")[2]
     if _EXTENSION_RE.search(name) and not name.replace(".", "").isdigit():
         stem = name.rpartition(".")[0]
@@ -59,6 +71,11 @@ def is_file_shaped(path: str) -> bool:
         # a route such as /hooks/commit-event is not a file: ask for some depth
         return sum(1 for p in path.split("/") if p) >= 3
     return False
+
+
+def is_device_file(path: str) -> bool:
+    """Whether ``path`` is a device or process file (``/dev/null``, ``/proc/1/fd``)."""
+    return path.startswith(_NOT_FILES)
 
 
 def is_plausible(path: str) -> bool:
@@ -89,7 +106,7 @@ class PathCounts:
         self.first: dict[str, int] = {}
 
     def add(self, path: str, index: int, weight: int = 1) -> None:
-        if len(path) < 3 or path.count("/") > 12:
+        if len(path) < 3 or path.count("/") > 12 or is_device_file(path):
             return
         self.mentions[path] += weight
         self.first.setdefault(path, index)
@@ -107,9 +124,10 @@ def count_paths(messages: Sequence[Message], known: set[str]) -> PathCounts:
         for part in m.parts:
             if isinstance(part, ToolCallPart):
                 args = part.arguments
+                whole = set(_PATH_ARG_RE.findall(args)) if '"' in args else set()
                 for path in _found(args):
-                    # a whole argument value ("path": "lib/app") is a path whatever its shape
-                    if is_file_shaped(path) or f'"{path}"' in args:
+                    # a path argument's value ("path": "lib/app") is a path whatever its shape
+                    if is_file_shaped(path) or path in whole:
                         called.add(path)
                         counts.add(path, i)
             elif isinstance(part, (TextPart, ToolResultPart)):

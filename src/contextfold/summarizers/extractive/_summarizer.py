@@ -26,7 +26,7 @@ from contextfold.summarizers.extractive._items import (
     merge_previous,
     render,
 )
-from contextfold.summarizers.extractive._paths import is_plausible
+from contextfold.summarizers.extractive._paths import is_device_file, is_plausible
 from contextfold.tokens.base import TokenCounter
 
 __all__ = ["ExtractiveSummarizer"]
@@ -114,8 +114,9 @@ class ExtractiveSummarizer:
         read |= set(_str_list(prior.get("files_read")))
         modified |= set(_str_list(prior.get("files_modified")))
         # A heredoc or a pipe misread as a file name ("EOF\n)") is no file to carry forward.
-        read = {f for f in read - modified if is_plausible(f)}
-        modified = {f for f in modified if is_plausible(f)}
+        # Nor is a device file (a command reading /dev/null).
+        read = {f for f in read - modified if is_plausible(f) and not is_device_file(f)}
+        modified = {f for f in modified if is_plausible(f) and not is_device_file(f)}
         previous = (request.previous_summary or "").strip()
         agent = any(m.tool_calls for m in messages) or is_agent_summary(previous)
         layout = AGENT_LAYOUT if agent else CHAT_LAYOUT
