@@ -637,6 +637,26 @@ def test_budget_holds_under_the_counter_chosen() -> None:
     assert data["stats"]["tokens_before"] > ApproxCounter().count_messages(original)
 
 
+@pytest.mark.parametrize("strategy", ["hybrid", "checkpoint"])
+def test_the_offline_summary_is_sized_in_the_counter_chosen(strategy: str) -> None:
+    """The strategy caps the summary in ``--counter`` tokens; the summarizer counted in its
+    own, so under a denser counter the summary ran past the cap (4,235 tokens for 2,000)."""
+    import re
+
+    session = max(claude_code_main_sessions(), key=lambda p: p.stat().st_size)
+    budget = 8000
+    proc = cli(
+        "compact", str(session), "--budget", str(budget), "--strategy", strategy,
+        "--counter", "approx:2", "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    text = json.dumps(json.loads(proc.stdout)["context"])
+    body = re.search(r"<((?:conversation|compacted)-summary)(-\w+)?>(.*?)</\1\2>", text)
+    assert body is not None
+    summary = json.loads(f'"{body[3]}"').strip()
+    assert ApproxCounter(2.0).count_text(summary) <= budget // 4
+
+
 def test_store_errors_are_explained(tmp_path: Path) -> None:
     proc = cli("log", "list", "--store", "ftp://example.com/x")
     assert proc.returncode == 2  # an option value the library refuses (ConfigError)

@@ -97,17 +97,22 @@ def build_counter(spec: str) -> TokenCounter:
     )
 
 
-def build_summarizer(spec: str) -> Summarizer | AsyncSummarizer:
+def build_summarizer(
+    spec: str, counter: TokenCounter | None = None
+) -> Summarizer | AsyncSummarizer:
     """``extractive`` (offline) or ``openai:MODEL``, ``anthropic:MODEL``, ``litellm:MODEL``.
 
-    A provider summarizer is refused early, naming the environment variable, when its API
-    key is not set: better than a fallback on every call with an authentication error.
+    The offline summarizer measures its room with ``counter``, the run's ``--counter``: the
+    strategy caps the summary in those tokens, so a summary sized in others would overshoot
+    the cap and push the newest messages out. A provider summarizer is refused early,
+    naming the environment variable, when its API key is not set: better than a fallback on
+    every call with an authentication error.
     """
     kind, _, model = spec.partition(":")
     if kind == "extractive":
         from contextfold.summarizers import ExtractiveSummarizer
 
-        return ExtractiveSummarizer()
+        return ExtractiveSummarizer(counter=counter)
     if kind not in ("openai", "anthropic", "litellm"):
         raise UsageError(
             f"--summarizer {spec}: expected extractive, openai:MODEL, anthropic:MODEL "
@@ -204,15 +209,21 @@ def build_strategy(
     raise UsageError(f"unknown strategy {name!r}", code=EXIT_USAGE)
 
 
-def strategy_from_args(args: argparse.Namespace, *, summarizer_spec: str | None = None) -> Strategy:
+def strategy_from_args(
+    args: argparse.Namespace,
+    *,
+    summarizer_spec: str | None = None,
+    counter: TokenCounter | None = None,
+) -> Strategy:
     """The strategy the options ask for, with a summarizer only if it needs one.
 
     ``summarizer_spec`` overrides ``--summarizer`` (a dry run stands the offline one in for
-    any provider, so it needs no API key).
+    any provider, so it needs no API key); ``counter`` is the run's token counter, which
+    the offline summarizer sizes its summaries with.
     """
     summarizer = None
     if args.strategy in SUMMARIZING:
-        summarizer = build_summarizer(summarizer_spec or args.summarizer)
+        summarizer = build_summarizer(summarizer_spec or args.summarizer, counter)
     strategy = build_strategy(
         args.strategy, budget=args.budget, summarizer=summarizer, keep_recent=args.keep_recent
     )

@@ -181,7 +181,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     loaded = load_conversation(args.file, fmt=args.format)
     messages = check_pairing(loaded, args.repair)
     counter = build_counter(args.counter)
-    strategy = strategy_from_args(args)
+    strategy = strategy_from_args(args, counter=counter)
     appended = None
     if args.store is not None:
         context, stats, appended = _compact_with_store(args, loaded, messages, strategy, counter)
@@ -291,7 +291,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     messages = check_pairing(loaded, args.repair)
     counter = build_counter(args.counter)
     # A plan never calls a model, so the offline summarizer stands in for any provider.
-    strategy = strategy_from_args(args, summarizer_spec="extractive")
+    strategy = strategy_from_args(args, summarizer_spec="extractive", counter=counter)
     result = dry_run(strategy, messages, counter=counter)
     rows = plan_rows(result, messages, counter)
     summary = {

@@ -213,7 +213,7 @@ def cmd_log_context(args: argparse.Namespace) -> int:
     reused, and compaction is single-flight, exactly as in an application.
     """
     counter = build_counter(args.counter)
-    strategy = strategy_from_args(args)
+    strategy = strategy_from_args(args, counter=counter)
     require_existing_store(args.store, conversation=args.conversation)
     with open_memory(
         args.store, args.conversation, strategy, counter, getattr(args, "prices", None)
