@@ -97,3 +97,28 @@ def test_hybrids_limit_counts_the_messages_it_really_dropped() -> None:
     assert result.limit_reached is not None
     counted = int(result.limit_reached.split(": ")[1].split()[0])
     assert counted == result.dropped_count == 18  # it said 19: the kept request too
+
+
+def test_hybrids_limit_counts_only_older_messages_and_names_a_trimmed_recent_one() -> None:
+    """The budget, not ``max_chunks``, drops newest messages that do not fit: the limit's
+    count leaves them out (they will never be summarized later) and a note says so."""
+    from contextfold.strategies import Hybrid
+    from contextfold.summarizers import ExtractiveSummarizer
+    from contextfold.tokens.approx import ApproxCounter
+
+    history = [Message.system("You are a travel agent.", id="sys")]
+    for d in range(100):
+        history.append(Message.user(f"Day {d}: book tour MU-{d} for {d} people.", id=f"u{d}"))
+        history.append(Message.assistant(f"Booked MU-{d}; confirmation CF-{1000 + d}.", id=f"a{d}"))
+    counter = ApproxCounter()
+    hybrid = Hybrid(
+        150, keep_recent=4, chunk_size=20, summarizer=ExtractiveSummarizer(), max_chunks=1
+    )
+    result = run(hybrid, history, counter=counter)
+    newest = {m.id for m in history[-4:]}
+    trimmed_recent = newest & set(result.dropped)
+    assert trimmed_recent  # the case under test: the budget cannot hold all four
+    assert result.limit_reached is not None
+    counted = int(result.limit_reached.split(": ")[1].split()[0])
+    assert counted == result.dropped_count - len(trimmed_recent)
+    assert any("newest messages as well" in note for note in result.notes)

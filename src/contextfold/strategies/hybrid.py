@@ -219,7 +219,13 @@ class Hybrid(SummarizingStrategy):
         )
         trimmed = asm.tail_start > covered_end or not with_summary
         bounded = run.bounded and trimmed
-        notes = _notes(run, st.base_from, trimmed=trimmed, bounded=bounded)
+        summarized = with_summary and run.running is not None
+        dropped = asm.dropped_ranges(covered_end if summarized else st.prefix_len)
+        # What max_chunks left unsummarized lies before the newest keep_recent messages;
+        # a drop among those is the budget's doing, as it would be without the limit.
+        older = sum(max(0, min(b, limit) - a) for a, b in dropped)
+        recent = any(b > limit for _, b in dropped)
+        notes = _notes(run, st.base_from, trimmed=trimmed, bounded=bounded, recent=recent)
         if not (run.fallback is not None and calls == 0):  # a tripped guard stays as it is
             if run.fallback is not None or (trimmed and not bounded and calls):
                 st.guard.failed()
@@ -244,7 +250,6 @@ class Hybrid(SummarizingStrategy):
                 usage=run.usage,
                 details=details,
             )
-        summarized = with_summary and run.running is not None
         return st.result(
             asm,
             covered_end=covered_end if summarized else None,
@@ -255,16 +260,7 @@ class Hybrid(SummarizingStrategy):
             usage=run.usage,
             calls=calls,
             notes=notes,
-            limit_reached=(
-                self._limit_reached(
-                    sum(
-                        b - a
-                        for a, b in asm.dropped_ranges(covered_end if summarized else st.prefix_len)
-                    )
-                )
-                if bounded
-                else None
-            ),
+            limit_reached=self._limit_reached(older) if bounded else None,
         )
 
     def _limit_reached(self, left: int) -> str:
@@ -328,7 +324,11 @@ class _Run:
         self.last_details = dict(details)
 
 
-def _notes(run: _Run, base_from: int, *, trimmed: bool, bounded: bool) -> list[str]:
+def _notes(
+    run: _Run, base_from: int, *, trimmed: bool, bounded: bool, recent: bool = False
+) -> list[str]:
+    """What the build did; ``recent``: some of the newest ``keep_recent`` messages were
+    trimmed too (the budget's doing, reported apart from a ``max_chunks`` stop)."""
     notes: list[str] = []
     if run.chunks:
         notes.append(
@@ -343,6 +343,8 @@ def _notes(run: _Run, base_from: int, *, trimmed: bool, bounded: bool) -> list[s
             f"stopped after {run.chunks} chunks (max_chunks); the rest was trimmed with the "
             "sliding window and will be summarized by later builds"
         )
+        if recent:
+            notes.append("still over budget: trimmed some of the newest messages as well")
     elif trimmed:
         notes.append("still over budget: trimmed the newer messages with the sliding window")
     return notes
