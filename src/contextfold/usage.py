@@ -15,7 +15,12 @@ __all__ = ["Usage"]
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens a summarizer call cost, as reported by the provider (or estimated)."""
+    """Tokens a summarizer call cost, as reported by the provider.
+
+    ``input_tokens`` counts every prompt token, cache reads and writes included (OpenAI's
+    ``prompt_tokens``; Anthropic's uncached input plus its two cache figures), so the
+    uncached input is ``input_tokens - cache_read_tokens - cache_write_tokens``.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0

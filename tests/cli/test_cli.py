@@ -106,7 +106,7 @@ def test_compact_examples_keep_invariants_and_report_true_stats(
     else:
         assert stats["summarized"]
         assert stats["messages_summarized"] > 0
-        assert stats["summarizer_tokens"] > 0
+        assert stats["summarizer_tokens"] == 0  # the offline summarizer calls no model
 
 
 def test_compact_writes_same_format_to_file_and_stats_table_to_stderr(tmp_path: Path) -> None:
@@ -224,7 +224,7 @@ def test_compact_with_store_persists_and_reuses_the_checkpoint(tmp_path: Path) -
     args = ("compact", str(EXAMPLES / "support_chat.json"), "--budget", "400", "--json")
     first = json.loads(cli(*args, "--store", url).stdout)
     assert first["stats"]["compacted"] is True
-    assert first["stats"]["summarizer_tokens"] > 0
+    assert first["stats"]["summarizer_tokens"] == 0  # offline: no model was called
     assert first["stats"]["store"]["appended"] == 41
     second = json.loads(cli(*args, "--store", url).stdout)
     assert second["stats"]["store"]["appended"] == 0

@@ -93,6 +93,8 @@ class CacheTracker:
         ``summarizer_usage``, the summarizer calls the build made, is priced under the same
         prices (as the summarizer reported them: uncached input, cache reads and writes,
         output) and added to the request's cost: a compaction is paid for where it happens.
+        Its ``input_tokens`` already count the cache reads and writes, so only the rest is
+        priced as uncached input.
         """
         digests = self._digests(messages)
         counts = [counter.count_message(m) for m in messages]
@@ -112,8 +114,9 @@ class CacheTracker:
         self.last_at = at
         cost = bill.cost
         if summarizer_usage is not None:
+            cached = summarizer_usage.cache_read_tokens + summarizer_usage.cache_write_tokens
             cost += self.prices.cost(
-                uncached_tokens=summarizer_usage.input_tokens,
+                uncached_tokens=max(0, summarizer_usage.input_tokens - cached),
                 cache_read_tokens=summarizer_usage.cache_read_tokens,
                 cache_write_tokens=summarizer_usage.cache_write_tokens,
                 output_tokens=summarizer_usage.output_tokens,

@@ -45,6 +45,7 @@ from contextfold.strategies.base import (
 )
 from contextfold.summarizers.base import SummarizationResult
 from contextfold.tokens.base import TokenCounter, tally_name
+from contextfold.usage import Usage
 
 _LOCK_BUSY = (
     "another process holds the compaction lock for this conversation; built without compacting"
@@ -200,6 +201,7 @@ class MemoryCore(Searcher, Totals):
         before = self.state
         lock = _LockState()
         retried = False
+        wasted = Usage()  # the summary calls of an attempt whose commit conflicted
         while True:
             history = yield from self._load_history(last, stored)
             if dry:
@@ -228,10 +230,13 @@ class MemoryCore(Searcher, Totals):
                 if retried:
                     raise
                 retried = True
+                wasted = wasted + result.usage  # they were made, and billed, all the same
                 stored = yield Latest()
                 lock.notes.append("checkpoint commit conflicted; rebuilt on the newest one")
                 continue
             break
+        if wasted.total_tokens:
+            result = _replace_result(result, usage=wasted + result.usage)
         if self.state != before:
             yield from self._save_state(lock.notes)
         return self._finish(last, history, result, lock.notes, dry=dry)
@@ -362,22 +367,10 @@ class MemoryCore(Searcher, Totals):
         usage = result.usage
         known = self._free_total(last, history.seqs, history.messages)
         record = BuildRecord(last, result.tokens, 0 if dry else usage.total_tokens, known)
-        if dry:
-            ledger = self.ledger.branch(record)
-        else:
-            ledger = self.ledger
-            ledger.add(record)
-        figures = (
-            self.cache.record(
-                result.messages,
-                self.counter,
-                extra_tokens=self.tools_tokens,
-                total_tokens=record.total,
-                summarizer_usage=usage,
-            )
-            if not dry
-            else None
-        )
+        # A build is added to the lifetime figures and the cache simulation only once its
+        # context is handed back (see :meth:`commit`): one cancelled, or failing to bring
+        # the total up to date, was never sent.
+        ledger = self.ledger.branch(record) if dry else self.ledger
         stats = MemoryStats(
             current_tokens=result.tokens,
             message_count=last,
@@ -396,13 +389,11 @@ class MemoryCore(Searcher, Totals):
             recalled=result.recalled,
             total_tokens=record.total,
             lifetime_tokens_saved=record.lifetime,
-            **(_cache_fields(figures) if figures is not None else {}),
             limit_reached=result.limit_reached,
             _ledger=ledger,
             _record=record,
         )
         if not dry:
-            self.last_stats = stats
             self._evict(used)
         context = Context(tuple(result.messages), stats, used, self.tools)
         return _Built(context, result, history)
@@ -417,22 +408,34 @@ class MemoryCore(Searcher, Totals):
                 self.seg_start += cut
 
     def post_build(self, built: _Built) -> CoreGen[None]:
-        """Bring the running total up to date when it is being tracked.
-
-        The stats are plain values, so when this fills the build's total the context is
-        handed back with a new stats object carrying it.
-        """
-        stats = built.context.stats
-        record = stats._record
+        """Bring the running total up to date when it is being tracked."""
+        record = built.context.stats._record
         assert record is not None
         total = yield from self._update_total(record.last_seq, record.total)
         if record.total is None and total is not None:
             record.total = total
-            self.ledger.settle()
-        filled = with_record(stats)
-        if filled is not stats:
-            built.context = replace(built.context, stats=filled)
-            self.last_stats = filled
+
+    def commit(self, built: _Built) -> None:
+        """Count the build as sent: its savings, its bill under the cache simulation.
+
+        Called once the context is about to be handed back (after :meth:`post_build`), so
+        the full history is priced with the total known by then. The stats are plain
+        values: the context gets a new stats object carrying the figures.
+        """
+        stats = built.context.stats
+        record = stats._record
+        assert record is not None
+        self.ledger.add(record)
+        figures = self.cache.record(
+            built.result.messages,
+            self.counter,
+            extra_tokens=self.tools_tokens,
+            total_tokens=record.total,
+            summarizer_usage=built.result.usage,
+        )
+        stats = replace(with_record(stats), **_cache_fields(figures))
+        built.context = replace(built.context, stats=stats)
+        self.last_stats = stats
 
     def plan(self) -> CoreGen[ContextPlan]:
         built = yield from self.build(dry=True)
@@ -471,6 +474,7 @@ class MemoryCore(Searcher, Totals):
         started = now_ns()
         built = yield from self.build(dry=False)
         yield from self.post_build(built)
+        self.commit(built)
         stats = built.context.stats
         record_build(built.result, started_ns=started, origin="memory", stats=stats)
         return built.context

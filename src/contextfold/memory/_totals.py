@@ -67,14 +67,17 @@ class Totals:
         """
         if self.tally_read or self.total is not None:
             return
-        self.tally_read = True
         counter = self.tally_counter
         if counter is None:
+            self.tally_read = True
             return
         try:
             tally: Tally | None = yield LoadTally(counter)
         except StoreError:
+            self.tally_read = True
             return  # a running total only spares a count; without it the count is made
+        # Marked read only once it was: a build cancelled while reading leaves it to the next.
+        self.tally_read = True
         if tally is not None and tally.upto_seq <= last:
             self.total, self.total_upto = tally.tokens, tally.upto_seq
 

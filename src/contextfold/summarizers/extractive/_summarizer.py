@@ -144,12 +144,9 @@ class ExtractiveSummarizer:
                 "truncated",
                 model=self.model,
             )
-        source_chars = sum(len(m.text) for m in messages)
-        usage = Usage(
-            input_tokens=source_chars // 4,
-            output_tokens=self.counter.count_text(text),
-        )
-        return SummarizationResult.success(text, usage=usage, model=self.model, details=details)
+        # No model was called: the summary cost no tokens, and reporting an estimate of
+        # what a model would have read would bill the memory for a call never made.
+        return SummarizationResult.success(text, usage=Usage(), model=self.model, details=details)
 
     def _render_within(self, items: list[Item], layout: tuple[int, ...], budget: int) -> str | None:
         """The most valuable text that fits ``budget`` tokens; None when no item fits.
