@@ -301,6 +301,29 @@ def test_genai_prices_gives_the_dollars_and_our_table_the_cache_rules() -> None:
     assert info.value.argument == "model"
 
 
+@pytest.mark.skipif(
+    importlib.util.find_spec("genai_prices") is None, reason="the 'pricing' extra is not installed"
+)
+@pytest.mark.parametrize("model", ["gpt-4o-mini", "gpt-5-nano", "gpt-5.2"])
+def test_a_long_write_without_a_price_of_its_own_keeps_the_rules_ratio(model: str) -> None:
+    """It took the dollar figure of the rules' model (gpt-5's $1.25 for gpt-4o-mini's
+    $0.15 input: 8x too high); OpenAI writes cost the input price, long or not."""
+    import datetime as dt
+
+    when = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    p = from_genai_prices(model, provider="openai", at=when)
+    assert p.cache_write_long is not None
+    assert p.cache_write_long == pytest.approx(p.input)
+    anthropic = from_genai_prices("claude-haiku-4-5", provider="anthropic", at=when)
+    assert anthropic.cache_write_long == pytest.approx(2 * anthropic.input)
+
+
+def test_the_builtin_table_prices_gpt_5_2_as_its_own_model() -> None:
+    p = prices_for("gpt-5.2", source="builtin")
+    assert (p.input, p.cache_read, p.output) == (1.75, 0.175, 14.0)
+    assert prices_for("gpt-5.1", source="builtin").input == 1.25
+
+
 def test_importing_pricing_loads_no_optional_package() -> None:
     import subprocess
 

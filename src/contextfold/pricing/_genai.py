@@ -63,9 +63,14 @@ def from_genai_prices(
     price = info.get_prices(when)
     base = rules if rules is not None else _rules_for(model, found.id, table)
     input_price = _mtok(price, "input_mtok", 0.0)
+    cache_write = _mtok(price, "cache_write_mtok", input_price)
     long_write = None
     if base.long_cache_ttl_s is not None:
-        long_write = _mtok(price, "cache_write_1h_mtok", base.cache_write_long or input_price)
+        # Without a price of its own, a long write keeps the rules' ratio to their input
+        # price (2x on Anthropic, 1x where writes cost the input price): the rules' dollar
+        # figure is another model's.
+        ratio = (base.cache_write_long or base.input) / base.input if base.input else 1.0
+        long_write = _mtok(price, "cache_write_1h_mtok", input_price * ratio)
     return dataclasses.replace(
         base,
         provider=found.id,
@@ -73,7 +78,7 @@ def from_genai_prices(
         input=input_price,
         output=_mtok(price, "output_mtok", 0.0),
         cache_read=_mtok(price, "cache_read_mtok", input_price),
-        cache_write=_mtok(price, "cache_write_mtok", input_price),
+        cache_write=cache_write,
         cache_write_long=long_write,
         models=(info.id,),
         source=f"genai-prices {genai_prices.__version__} data; cache rules: {base.family} entry",
