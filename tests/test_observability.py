@@ -131,6 +131,31 @@ def test_memory_build_and_compaction_spans(spans: Any) -> None:
     assert build.start_time <= compaction.start_time <= compaction.end_time <= build.end_time
 
 
+def test_build_spans_count_what_the_memory_stats_count(spans: Any, tmp_path: Any) -> None:
+    """A build on a checkpoint, or a window over a reopened log, does not read the older
+    messages: the span counted only what the strategy saw (1 summarized against 16)."""
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    first = ConversationMemory(
+        strategy=Checkpoint(FakeSummarizer(), max_tokens=300), store=url, conversation_id="c"
+    )
+    first.extend(chat(10))
+    first.build_context()
+    first.add(Message.user("one more question"))
+    for memory in (
+        first,
+        ConversationMemory(
+            strategy=Checkpoint(FakeSummarizer(), max_tokens=300), store=url, conversation_id="c"
+        ),
+        ConversationMemory(strategy=SlidingWindow(120), store=url, conversation_id="c"),
+    ):
+        spans.clear()
+        stats = memory.build_context().stats
+        assert stats.summarized_count + stats.dropped_count > 0
+        build = next(s for s in spans.get_finished_spans() if s.name == "contextfold.build")
+        assert build.attributes["contextfold.messages.summarized"] == stats.summarized_count
+        assert build.attributes["contextfold.messages.dropped"] == stats.dropped_count
+
+
 def test_reused_summary_makes_no_compaction_span(spans: Any) -> None:
     memory = compacting_memory(FakeSummarizer())
     memory.build_context()

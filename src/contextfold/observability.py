@@ -76,9 +76,13 @@ def build_attributes(
 
     ``contextfold.tokens.before`` is what the strategy was given (for a memory, the history
     from its last checkpoint on); ``contextfold.conversation.tokens`` is the whole stored
-    conversation, when the memory knows it without reading the log.
+    conversation, when the memory knows it without reading the log. With ``stats`` the
+    dropped and summarized counts are the memory's (they include the stored messages it
+    did not read: those a checkpoint covers, or a window left out), as its stats report.
     """
     fallback = stats.fallback_reason if stats is not None else result.fallback
+    dropped = stats.dropped_count if stats is not None else result.dropped_count
+    summarized = stats.summarized_count if stats is not None else result.summarized_count
     attrs: dict[str, Any] = {
         "contextfold.origin": origin,
         "contextfold.strategy": result.strategy,
@@ -86,8 +90,8 @@ def build_attributes(
         "contextfold.tokens.after": result.tokens,
         "contextfold.messages.before": len(result.history),
         "contextfold.messages.after": len(result.messages),
-        "contextfold.messages.dropped": result.dropped_count,
-        "contextfold.messages.summarized": result.summarized_count,
+        "contextfold.messages.dropped": dropped,
+        "contextfold.messages.summarized": summarized,
         "contextfold.summary_calls": result.summary_calls,
         "contextfold.compacted": result.checkpoint is not None,
         "contextfold.fallback": fallback is not None,
