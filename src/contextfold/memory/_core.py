@@ -167,6 +167,11 @@ class MemoryCore(Searcher, Totals):
         Appending is also how the running total starts for free: a first seq of 1 means the
         log was empty, so this memory has seen every message and counts each one once.
         """
+        seen = max(len(self.prefix), self.seg_end if self.seg else 0, self.total_upto)
+        if seqs and seqs[0] <= seen:
+            # The append landed at a seq this memory has already seen: the log was deleted
+            # under it (and maybe written again), so nothing cached belongs to it any more.
+            self.reset()
         count = self.counter.count_message
         if self.total is None and seqs and seqs[0] == 1:
             self.total, self.total_upto = 0, 0
@@ -191,6 +196,7 @@ class MemoryCore(Searcher, Totals):
         """Build (or, with ``dry``, plan) a context. See the module docstring."""
         last: int = yield LastSeq()
         self._check_not_shrunk(last)
+        yield from self._check_same_log(last)
         yield from self._load_prefix(last)
         stored: CheckpointRecord | None = yield Latest()
         if not self.state_loaded:

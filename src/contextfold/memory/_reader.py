@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from contextfold.checkpoints import CheckpointRecord
 from contextfold.errors import PairingError, StoreError
@@ -67,6 +68,10 @@ class HistoryReader:
     seg_start: int
     state: StrategyState
 
+    if TYPE_CHECKING:
+
+        def reset(self) -> None: ...
+
     @property
     def seg_end(self) -> int:
         return self.seg_start + len(self.seg) - 1
@@ -77,6 +82,31 @@ class HistoryReader:
         if self.seg and self.seg_start <= seq <= self.seg_end:
             return self.seg[seq - self.seg_start]
         return None
+
+    def _check_same_log(self, last: int) -> CoreGen[None]:
+        """Forget the cache when the log grew past it but is no longer the log it holds.
+
+        Another memory's ``clear()`` or a ``delete()`` followed by new appends leaves a log
+        that may be longer than the one this memory cached, with other messages under the
+        same seqs (the same ids too, when the application assigns them). So whenever
+        messages came from elsewhere, the newest cached one is read back and compared, in
+        the read that fetches the new ones (one more row, no more round trips). A log
+        rewritten to exactly the length this memory last saw, with none added since, is not
+        noticed (nothing is read then); nor is one far past the cache under a bounded window,
+        which drops the cached messages and reads its window afresh (only the system
+        prompt is kept from the old log then).
+        """
+        if not self.seg or last <= self.seg_end:
+            return
+        gap = last - self.seg_end
+        extend = gap <= _FIRST_PAGE
+        if not extend and self._window_budget() is not None:
+            return  # the window starts afresh (see _window_start): nothing cached is reused
+        rows = yield from self._read(self.seg_end - 1, 1 + (gap if extend else 0))
+        if rows[0] != self.seg[-1]:
+            self.reset()  # the core's: every cache and figure of the old log goes
+        elif extend:
+            self.seg.extend(rows[1:])
 
     def _read(self, after_seq: int, limit: int) -> CoreGen[list[Message]]:
         rows: list[StoredMessage] = yield Read(after_seq, limit)
