@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import threading
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
@@ -136,15 +138,24 @@ def tsquery_text(words: Iterable[str]) -> str:
 class _Index:
     first_id: str | None
     bm25: BM25Index = field(default_factory=BM25Index)
-    last_id: str | None = None  # the id of the newest message indexed
+    last_id: str | None = None  # the fingerprint of the newest message indexed
+
+
+def fingerprint(message: Message) -> str:
+    """A short digest of everything ``message`` holds: two logs' messages at one seq with the
+    same id (an application's own ids, written again) still differ by their content."""
+    text = json.dumps(message.to_dict(), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
 class LogIndexes:
     """One BM25 index per conversation, filled from the log as searches need it.
 
-    A conversation deleted and written again is told from the old one by its first
-    message's id and by the id of the newest message indexed (see :func:`op_index_search`);
-    its index is then rebuilt. A store drops the index of a conversation it deletes.
+    A conversation deleted and written again is told from the old one by its first message
+    and by the newest message indexed, compared by :func:`fingerprint` (see
+    :func:`op_index_search`); its index is then rebuilt. A store drops the index of a
+    conversation it deletes. A log another process rewrites with the same first and newest
+    messages (ids and content) and other messages between them is not told apart.
     """
 
     def __init__(self) -> None:
@@ -176,10 +187,13 @@ class LogIndexes:
             if index is None or index.first_id != first_id:
                 self._indexes[cid] = index = _Index(first_id)
             bm25 = index.bm25
+            added: Message | None = None
             for seq, message in new:
                 if seq > (bm25.last_key or 0):
                     bm25.add(seq, searchable_text(message))
-                    index.last_id = message.id
+                    added = message
+            if added is not None:
+                index.last_id = fingerprint(added)
             return bm25.search(query_head(query), limit=limit, hi=before_seq)
 
     def forget(self, cid: str) -> None:
@@ -280,12 +294,12 @@ def op_index_search(
     if not first:
         indexes.forget(cid)
         return []
-    identity = first[0].message.id
+    identity = fingerprint(first[0].message)
     done, last_id = indexes.indexed_upto(cid, identity)
     if done:
         # Deleted and written again by another process, with the same first message?
         newest = yield from read(done - 1, 1)
-        if not newest or newest[0].message.id != last_id:
+        if not newest or fingerprint(newest[0].message) != last_id:
             indexes.forget(cid)
             done, _ = indexes.indexed_upto(cid, identity)
     new = yield from read(done, None)
