@@ -48,6 +48,7 @@ __all__ = [
     "SummaryRole",
     "escape_framing",
     "escape_text",
+    "folded",
     "frame_marker",
     "message_texts",
     "place_summary",
@@ -240,7 +241,8 @@ def escape_framing(text: str, tags: Sequence[str]) -> str:
     return "".join(pieces)
 
 
-def _fold_all(text: str) -> str:
+def folded(text: str) -> str:
+    """``text`` as framing compares it: NFKC-normalized, casefolded, invisibles dropped."""
     if text.isascii():
         return text.lower()
     return _INVISIBLE.sub("", unicodedata.normalize("NFKC", text).casefold())
@@ -254,7 +256,7 @@ def frame_marker(summary: str, avoid: Iterable[str] = ()) -> str:
     (case and compatibility forms folded) is skipped for the next one. Nothing secret is
     involved: the mark is unforgeable because it is checked, not because it is hidden.
     """
-    texts = [_fold_all(summary), *(_fold_all(t) for t in avoid if t)]
+    texts = [folded(summary), *(folded(t) for t in avoid if t)]
     h = hashlib.sha256(_MARK_SALT + summary.encode("utf-8", "surrogatepass"))
     while True:
         mark = h.hexdigest()[:8]

@@ -27,6 +27,7 @@ from contextfold.framing import (
     LINE_BREAK,
     SummaryPlacement,
     escape_text,
+    folded,
     message_texts,
 )
 from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
@@ -66,6 +67,7 @@ _HEAD_LINE = re.compile(
 )
 #: First words of a speaker label or a role: a name starting with one is shown with its role.
 _ROLE_WORDS = frozenset({"user", "assistant", "tool", "system", "developer", "function"})
+_NAME_WORD = re.compile(r"[^\W_]+")
 
 
 def normalized(text: str) -> str:
@@ -233,7 +235,8 @@ def _speaker(message: Message) -> str:
     name = message.name
     if not name:
         return role
-    words = name.strip().lower().split()
+    # Compared as a reader sees it: "\u200bAssistant" or "Assistant:" reads as "Assistant".
+    words = _NAME_WORD.findall(folded(name))
     if not words or words[0] in _ROLE_WORDS:
         return f"{role} ({name})"
     return name
