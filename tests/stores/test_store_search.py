@@ -307,6 +307,57 @@ def test_a_log_another_handle_rewrote_is_searched_afresh(backend: Any) -> None:
     assert [h.seq for h in mine.search(c, "banana")] == [2]
 
 
+def test_a_log_rewritten_with_the_same_ids_is_searched_afresh(backend: Any) -> None:
+    """An application's own ids repeat when it writes a conversation again: the ids of the
+    first and newest messages matched, so the old index answered with the new rows."""
+    mine, theirs = backend.open(), backend.open()
+    c = cid()
+
+    def log(words: list[str]) -> list[Message]:
+        return [SYSTEM] + [Message.user(w, id=f"m{i}") for i, w in enumerate(words)]
+
+    mine.append(c, log(["apples are red", "bananas are yellow", "the end of it"]))
+    assert [h.seq for h in mine.search(c, "bananas")] == [3]
+    theirs.delete(c)
+    theirs.append(c, log(["cherries are dark", "grapes are green", "that was all"]))
+    assert mine.search(c, "bananas") == []
+    assert [h.message.text for h in mine.search(c, "grapes")] == ["grapes are green"]
+
+
+@pytest.mark.parametrize("how", ["another memory", "the same memory"])
+def test_a_memory_follows_its_conversation_deleted_and_written_again(
+    backend: Any, how: str
+) -> None:
+    """The memory kept what it had cached of the old log whenever the new one was not
+    shorter: its next build sent the old messages and quoted them as excerpts."""
+    from contextfold import ConversationMemory, Recall, SlidingWindow
+
+    c = cid()
+    strategy = Recall(SlidingWindow(400), share=0.4)
+
+    def log(tag: str) -> list[Message]:
+        out = [SYSTEM]
+        for i in range(30):
+            out.append(Message.user(f"{tag} note {i}: the weather is fine today."))
+            out.append(Message.assistant(f"{tag} noted {i}."))
+        return out
+
+    mine = ConversationMemory(strategy=strategy, store=backend.open(), conversation_id=c)
+    mine.extend([*log("OLD"), Message.user("How is the weather?")])
+    assert "OLD" in mine.build_context().messages[-1].text
+    new = [*log("NEW"), Message.user("hello"), Message.user("How is the weather?")]
+    if how == "another memory":
+        other = ConversationMemory(strategy=strategy, store=backend.open(), conversation_id=c)
+        other.clear()
+        other.extend(new)
+    else:
+        backend.open().delete(c)
+        mine.extend(new)
+    context = mine.build_context()
+    assert not any("OLD" in m.text for m in context.messages)
+    assert "NEW" in context.messages[-1].text  # excerpts of the new log
+
+
 def test_equal_scores_go_to_the_newer_message(store: Any) -> None:
     c = cid()
     store.append(c, [Message.user("ping") for _ in range(5)])
