@@ -7,6 +7,8 @@ It forwards every byte both ways until told to misbehave:
   client never learns that its write happened (a lost reply);
 * :meth:`Proxy.freeze` stops forwarding in both directions while keeping every connection
   open (a frozen server, or a network that silently drops packets);
+  :meth:`Proxy.freeze_after_reply_containing` does so right after forwarding the next server
+  reply that holds a marker (a server that freezes once it has accepted a connection);
 * :meth:`Proxy.refuse` cuts every connection and refuses new ones (a server that is down)
   until :meth:`Proxy.restore`.
 
@@ -33,6 +35,7 @@ class Proxy:
         self._lock = threading.Lock()
         self._pairs: list[tuple[socket.socket, socket.socket]] = []
         self._drop_marker: bytes | None = None
+        self._freeze_marker: bytes | None = None
         self.dropped = threading.Event()
         self._frozen = False
         self._refusing = False
@@ -58,6 +61,11 @@ class Proxy:
     def freeze(self) -> None:
         with self._lock:
             self._frozen = True
+
+    def freeze_after_reply_containing(self, marker: bytes) -> None:
+        """Forward the next server reply holding ``marker``, then freeze everything."""
+        with self._lock:
+            self._freeze_marker = marker
 
     def refuse(self) -> None:
         with self._lock:
@@ -113,10 +121,18 @@ class Proxy:
                     if sock is server and self._should_drop(data):
                         return
                     peers[sock].sendall(data)
+                    if sock is server:
+                        self._freeze_on(data)
         except (OSError, ValueError):  # ValueError: refuse() closed the sockets under us
             return
         finally:
             _close(client, server)
+
+    def _freeze_on(self, data: bytes) -> None:
+        with self._lock:
+            if self._freeze_marker is not None and self._freeze_marker in data:
+                self._freeze_marker = None
+                self._frozen = True
 
     def _should_drop(self, data: bytes) -> bool:
         with self._lock:

@@ -9,6 +9,7 @@ store's timeouts, and the store must work again as soon as the server is back.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -139,4 +140,102 @@ def test_the_store_recovers_at_once_after_an_outage(network_backend: Any, proxy:
     back = time.monotonic()
     assert store.append(cid, [Message.user("after")]) == [2]
     assert time.monotonic() - back < 2.0  # no reconnect back-off
+    store.close()
+
+
+# -- PostgreSQL: deadlines outside the operations themselves -----------------------------
+
+#: The server's ReadyForQuery while idle: the handshake of a new connection is complete.
+PG_READY = b"Z\x00\x00\x00\x05I"
+
+
+def _blocking(call: Any, give_up: float = 10.0) -> BaseException | None:
+    """What ``call()`` raised (None if it returned), run in a thread so a hang fails the test."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # handed to the test
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(give_up)
+    assert outcome, f"still blocked after {give_up} s"
+    return outcome[0]
+
+
+@pytest.fixture
+def pg_proxy(postgres_backend: Any) -> Iterator[Proxy]:
+    p = Proxy(urlsplit(postgres_backend.url).port or 0)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def test_a_postgres_server_frozen_after_the_handshake_fails_the_first_use_within_read_timeout(
+    postgres_backend: Any, pg_proxy: Proxy
+) -> None:
+    # The first operation checks (and migrates) the schema on a connection of its own, under
+    # the store's init lock: the server freezes right after accepting that connection.
+    store = _through(pg_proxy, postgres_backend)
+    pg_proxy.freeze_after_reply_containing(PG_READY)
+    cid = "first-" + uuid.uuid4().hex[:8]
+    started = time.monotonic()
+    error = _blocking(lambda: store.append(cid, [Message.user("hi")]))
+    assert isinstance(error, StoreError)
+    assert "connect failed" in str(error)
+    assert time.monotonic() - started < 3.5  # read_timeout is 1 s
+    pg_proxy.restore()
+    # The init lock was let go: the next call checks the schema again and works.
+    assert store.append(cid, [Message.user("hi")]) == [1]
+    store.close()
+
+
+def test_an_async_first_use_of_a_postgres_server_frozen_after_the_handshake_fails_in_time(
+    postgres_backend: Any, pg_proxy: Proxy
+) -> None:
+    cid = "afirst-" + uuid.uuid4().hex[:8]
+
+    async def scenario() -> float:
+        store = _through(pg_proxy, postgres_backend)
+        try:
+            pg_proxy.freeze_after_reply_containing(PG_READY)
+            started = time.monotonic()
+            with pytest.raises(StoreError, match="connect failed"):
+                await store.aappend(cid, [Message.user("hi")])
+            waited = time.monotonic() - started
+            pg_proxy.restore()
+            assert await store.aappend(cid, [Message.user("hi")]) == [1]
+            return waited
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 10)) < 3.5
+
+
+def test_a_postgres_migration_that_cannot_finish_gives_up_after_migration_timeout(
+    postgres_backend: Any,
+) -> None:
+    import psycopg
+
+    # Another process holding the migration lock stands for a migration that never ends
+    # (statement_timeout is off for migrations, so only the client's deadline can stop it).
+    schema = postgres_backend.options["schema"]
+    store = open_store(postgres_backend.url, schema=schema, read_timeout=1, migration_timeout=1)
+    with psycopg.connect(postgres_backend.url, autocommit=True) as holder:
+        holder.execute(
+            "SELECT pg_advisory_lock(hashtextextended(%s, 0))", (f"contextfold:{schema}",)
+        )
+        started = time.monotonic()
+        error = _blocking(lambda: store.last_seq("c"))
+        assert isinstance(error, StoreError)
+        assert "connect failed" in str(error)
+        assert time.monotonic() - started < 3.5
+    # The lock is free again: the migration, rolled back, runs again on the next call.
+    assert store.last_seq("c") == 0
     store.close()

@@ -100,6 +100,12 @@ class PostgresStore(SQLOpStore):
             word); also the server's ``statement_timeout`` on the store's own connections.
             An append that timed out may have been applied: retry it, it stores nothing
             twice.
+        migration_timeout: seconds the one-off schema migration of a first use may take
+            (it may rewrite every row of a large table, so ``read_timeout`` does not bound
+            it, nor does the server's ``statement_timeout``) before the client cuts the
+            connection and raises :class:`StoreError`; the migration is then rolled back,
+            and the next call starts it again. The schema check before it has
+            ``read_timeout``.
 
     After a connection failure the store's own pools are replaced rather than left to
     reconnect with growing back-off, so the first call after an outage reconnects at once.
@@ -117,6 +123,7 @@ class PostgresStore(SQLOpStore):
         max_size: int = 8,
         connect_timeout: float = 5.0,
         read_timeout: float = 10.0,
+        migration_timeout: float = 3600.0,
     ) -> None:
         check_positive(min_size, "min_size", integer=True, zero=True)
         check_positive(max_size, "max_size", integer=True)
@@ -127,6 +134,7 @@ class PostgresStore(SQLOpStore):
             )
         check_positive(connect_timeout, "connect_timeout")
         check_positive(read_timeout, "read_timeout")
+        check_positive(migration_timeout, "migration_timeout")
         psycopg, psycopg_pool = _modules()
         self._psycopg = psycopg
         self._pool_mod = psycopg_pool
@@ -136,6 +144,7 @@ class PostgresStore(SQLOpStore):
         self._max_size = max_size
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
+        self._migration_timeout = migration_timeout
         self._pool: Any = None
         self._apool: Any = None
         self._owns_pool = True
@@ -251,14 +260,23 @@ class PostgresStore(SQLOpStore):
 
     def _migrate_sync(self) -> None:
         """One plain connection first: it reports an unreachable server precisely, and it
-        brings the schema up to date before the pool serves anything."""
+        brings the schema up to date before the pool serves anything.
+
+        Both steps run under the store's init lock, so each has a deadline: a server that
+        froze after accepting the connection would otherwise block this call, and every
+        other first call waiting on the lock, forever.
+        """
         with self._psycopg.connect(self._conninfo, **self._connect_kwargs()) as conn:
-            with conn.cursor() as cur:
+            with read_deadline(conn, self._read_timeout), conn.cursor() as cur:
                 current = run_sync(cur, op_schema_current(self._dialect))
             if not current:
-                with conn.transaction(), conn.cursor() as cur:
+                with (
+                    read_deadline(conn, self._migration_timeout),
+                    conn.transaction(),
+                    conn.cursor() as cur,
+                ):
                     # A migration may rewrite a large table: read_timeout bounds operations,
-                    # not this one-off step.
+                    # not this one-off step, which has migration_timeout instead.
                     cur.execute(_NO_STATEMENT_TIMEOUT)
                     run_sync(cur, op_migrate(self._dialect))
 
@@ -266,12 +284,14 @@ class PostgresStore(SQLOpStore):
         """Async :meth:`_migrate_sync`."""
         aconnect = self._psycopg.AsyncConnection.connect
         async with await aconnect(self._conninfo, **self._connect_kwargs()) as conn:
-            async with conn.cursor() as cur:
-                current = await run_async(cur, op_schema_current(self._dialect))
+            with read_deadline(conn, self._read_timeout):
+                async with conn.cursor() as cur:
+                    current = await run_async(cur, op_schema_current(self._dialect))
             if not current:
-                async with conn.transaction(), conn.cursor() as cur:
-                    await cur.execute(_NO_STATEMENT_TIMEOUT)
-                    await run_async(cur, op_migrate(self._dialect))
+                with read_deadline(conn, self._migration_timeout):
+                    async with conn.transaction(), conn.cursor() as cur:
+                        await cur.execute(_NO_STATEMENT_TIMEOUT)
+                        await run_async(cur, op_migrate(self._dialect))
 
     async def _ensure_async(self) -> Any:
         self._check_open()
