@@ -168,6 +168,16 @@ def _blocking(call: Any, give_up: float = 10.0) -> BaseException | None:
     return outcome[0]
 
 
+def _lock_freed(store: Any, cid: str) -> bool:
+    """Whether ``store`` takes the lock within 3 s (the server ends a cut session soon after)."""
+    give_up = time.monotonic() + 3
+    while True:
+        with store.compaction_lock(cid) as taken:
+            if taken or time.monotonic() > give_up:
+                return bool(taken)
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def pg_proxy(postgres_backend: Any) -> Iterator[Proxy]:
     p = Proxy(urlsplit(postgres_backend.url).port or 0)
@@ -239,3 +249,46 @@ def test_a_postgres_migration_that_cannot_finish_gives_up_after_migration_timeou
     # The lock is free again: the migration, rolled back, runs again on the next call.
     assert store.last_seq("c") == 0
     store.close()
+
+
+def test_leaving_a_postgres_compaction_lock_while_the_server_is_frozen_returns_in_time(
+    postgres_backend: Any, pg_proxy: Proxy
+) -> None:
+    cid = "unlock-" + uuid.uuid4().hex[:8]
+    store = _through(pg_proxy, postgres_backend)
+    store.last_seq(cid)  # connected and migrated through the proxy
+
+    def hold_while_frozen() -> None:
+        with store.compaction_lock(cid) as taken:
+            assert taken
+            pg_proxy.freeze()  # the network freezes while the summarizer runs
+
+    started = time.monotonic()
+    assert _blocking(hold_while_frozen) is None  # the release's error means the session is gone
+    assert time.monotonic() - started < 3.5  # read_timeout is 1 s
+    pg_proxy.restore()
+    # The cut connection ended the server's session, and with it the lock.
+    assert _lock_freed(postgres_backend.open(), cid)
+    store.close()
+
+
+def test_leaving_an_async_postgres_compaction_lock_while_the_server_is_frozen_returns_in_time(
+    postgres_backend: Any, pg_proxy: Proxy
+) -> None:
+    cid = "aunlock-" + uuid.uuid4().hex[:8]
+
+    async def scenario() -> float:
+        store = _through(pg_proxy, postgres_backend)
+        try:
+            await store.alast_seq(cid)
+            async with store.acompaction_lock(cid) as taken:
+                assert taken
+                pg_proxy.freeze()
+                started = time.monotonic()
+            return time.monotonic() - started
+        finally:
+            pg_proxy.restore()
+            await store.aclose()
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 10)) < 3.5
+    assert _lock_freed(postgres_backend.open(), cid)

@@ -394,9 +394,13 @@ class PostgresStore(SQLOpStore):
         finally:
             if taken:
                 try:
-                    conn.execute(_UNLOCK_SQL, (key,))
+                    with read_deadline(conn, self._read_timeout):
+                        conn.execute(_UNLOCK_SQL, (key,))
                 except psycopg.Error:
-                    pass  # the server already ended the session, which released the lock
+                    # The session is gone, and the lock with it: the server ended it, or the
+                    # deadline cut a frozen connection, whose session the server ends within
+                    # the ttl (idle_session_timeout) if it does not notice sooner.
+                    pass
                 finally:
                     conn.close()
 
@@ -441,9 +445,10 @@ class PostgresStore(SQLOpStore):
         finally:
             if taken:
                 try:
-                    await conn.execute(_UNLOCK_SQL, (key,))
+                    with read_deadline(conn, self._read_timeout):
+                        await conn.execute(_UNLOCK_SQL, (key,))
                 except psycopg.Error:
-                    pass  # the server already ended the session, which released the lock
+                    pass  # the session is gone, and the lock with it (as in compaction_lock)
                 finally:
                     await conn.close()
 
