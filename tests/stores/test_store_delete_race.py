@@ -18,6 +18,7 @@ from contextfold.messages import Message
 WRITERS = 4
 APPENDS = 120
 DELETES = 40
+TRIALS = 100
 
 
 def _writer(store: Any, cid: str, writer: int, start: threading.Event, errors: list[str]) -> None:
@@ -62,3 +63,35 @@ def test_delete_racing_appends_leaves_a_gap_free_log(backend: Any) -> None:
     assert [s.message.role for s in log] == ["user", "assistant"] * (last // 2)
     assert (cid in store.list_conversations()) == (last > 0)
     assert store.append(cid, [Message.user("after")]) == [last + 1]
+
+
+def test_delete_racing_an_append_leaves_list_conversations_in_step_with_the_log(
+    backend: Any,
+) -> None:
+    # One append against one delete, started together, many times: whichever wins, the
+    # conversation is listed exactly when it holds messages.
+    appender, deleter, reader = backend.open(), backend.open(), backend.open()
+    out_of_step = []
+    for trial in range(TRIALS):
+        cid = f"listrace-{uuid.uuid4().hex[:8]}-{trial}"
+        appender.append(cid, [Message.user("seed")])
+        go = threading.Barrier(2)
+
+        def append(cid: str = cid, go: threading.Barrier = go) -> None:
+            go.wait()
+            appender.append(cid, [Message.user("racing the delete")])
+
+        def delete(cid: str = cid, go: threading.Barrier = go) -> None:
+            go.wait()
+            deleter.delete(cid)
+
+        threads = [threading.Thread(target=append), threading.Thread(target=delete)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        stored = reader.last_seq(cid) > 0
+        if (cid in reader.list_conversations()) != stored:
+            out_of_step.append((cid, stored))
+        reader.delete(cid)
+    assert out_of_step == []

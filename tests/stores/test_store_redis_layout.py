@@ -113,3 +113,18 @@ def test_a_cluster_url_scheme_opens_a_cluster_store(redis_cluster_backend: Any) 
         assert "Cluster" in repr(store)
     finally:
         store.close()
+
+
+def test_an_indexed_conversation_whose_log_is_gone_is_not_listed(any_redis_backend: Any) -> None:
+    # What a delete racing an append can leave behind: the id in the index, no messages.
+    prefix = any_redis_backend.options["key_prefix"]
+    store = any_redis_backend.open()
+    store.append("kept", [Message.user("hi")])
+    raw = any_redis_backend.raw_redis()
+    try:
+        raw.sadd(f"{prefix}:conversations", "gone")
+    finally:
+        raw.close()
+    assert store.list_conversations() == ["kept"]
+    store.delete("gone")
+    assert store.list_conversations() == ["kept"]

@@ -29,6 +29,14 @@ def _queue(pipe: Any, step: Cmd | Script) -> None:
         pipe.execute_command(*step.args)
 
 
+def _commands_only(step: Pipeline) -> bool:
+    """Whether a pipeline holds no script: a cluster pipeline takes it, grouped by node.
+
+    redis-py refuses scripts in a cluster pipeline, so those steps run one at a time there.
+    """
+    return not any(isinstance(part, Script) for part in step.steps)
+
+
 def _no_script(step: Cmd | Script, reply: Any) -> bool:
     """Whether a pipelined script failed only because the server does not know it yet."""
     import redis.exceptions
@@ -41,7 +49,7 @@ def run_commands(client: Any, op: RedisOp[T]) -> T:
     import redis.cluster
     import redis.exceptions
 
-    # redis-py refuses scripts in a cluster pipeline: on a cluster the steps run in turn.
+    # redis-py refuses scripts in a cluster pipeline: on a cluster those steps run in turn.
     cluster = isinstance(client, redis.cluster.RedisCluster)
 
     def one(step: Cmd | Script) -> Any:
@@ -57,7 +65,7 @@ def run_commands(client: Any, op: RedisOp[T]) -> T:
     def answer(step: Cmd | Script | Pipeline) -> Any:
         if not isinstance(step, Pipeline):
             return one(step)
-        if cluster:
+        if cluster and not _commands_only(step):
             replies: list[Any] = []
             for part in step.steps:
                 try:
@@ -65,7 +73,7 @@ def run_commands(client: Any, op: RedisOp[T]) -> T:
                 except redis.exceptions.RedisError as exc:
                     replies.append(exc)
             return replies
-        pipe = client.pipeline(transaction=False)
+        pipe = client.pipeline() if cluster else client.pipeline(transaction=False)
         for part in step.steps:
             _queue(pipe, part)
         done = pipe.execute(raise_on_error=False)
@@ -95,14 +103,14 @@ async def arun_commands(client: Any, op: RedisOp[T]) -> T:
         if not isinstance(step, Pipeline):
             return await one(step)
         replies: list[Any] = []
-        if cluster:
+        if cluster and not _commands_only(step):
             for part in step.steps:
                 try:
                     replies.append(await one(part))
                 except redis.exceptions.RedisError as exc:
                     replies.append(exc)
             return replies
-        pipe = client.pipeline(transaction=False)
+        pipe = client.pipeline() if cluster else client.pipeline(transaction=False)
         for part in step.steps:
             _queue(pipe, part)
         for part, reply in zip(step.steps, await pipe.execute(raise_on_error=False), strict=True):

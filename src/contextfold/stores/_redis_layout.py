@@ -66,7 +66,9 @@ class Script:
 class Pipeline:
     """Several steps sent in one round trip, not as a transaction; answered with a list.
 
-    Each step runs even if one before it failed; an error is answered in its place.
+    Each step runs even if one before it failed; an error is answered in its place. On a
+    cluster, commands go in one round trip per node, in no order between nodes, and a
+    pipeline holding a script runs its steps one after another.
     """
 
     steps: tuple[Cmd | Script, ...]

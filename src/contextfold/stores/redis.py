@@ -292,12 +292,27 @@ class RedisStore(LockingOpStore):
         return None if data is None else as_text(data)
 
     def _op_list(self) -> RedisOp[list[str]]:
-        members = yield Cmd(("SMEMBERS", self._index_key))
-        return sorted(as_text(m) for m in members)
+        members = sorted(as_text(m) for m in (yield Cmd(("SMEMBERS", self._index_key))))
+        if not members:
+            return []
+        # A delete racing an append can leave an id in the index whose log is gone (see
+        # _op_delete): like every other store, list only conversations holding messages.
+        held = yield Pipeline(tuple(Cmd(("EXISTS", self._key(cid, "m"))) for cid in members))
+        for reply in held:
+            if isinstance(reply, Exception):
+                raise reply
+        return [cid for cid, exists in zip(members, held, strict=True) if int(exists)]
 
     def _op_delete(self, cid: str) -> RedisOp[None]:
         yield Cmd(("DEL", *(self._key(cid, s) for s in SUFFIXES)))
         yield Cmd(("SREM", self._index_key, cid))
+        # The index is another slot on a cluster, so these are separate commands, and an
+        # append may have run its script and SADD between the DEL and the SREM: list the
+        # conversation again if it holds messages now, so a stored conversation is never
+        # left out. (Listed with no messages, which the other order can leave, is what
+        # _op_list filters out.)
+        if int((yield Cmd(("EXISTS", self._key(cid, "m"))))):
+            yield Cmd(("SADD", self._index_key, cid))
 
     def _op_try_lock(self, cid: str, token: str, ttl: float) -> RedisOp[bool]:
         ms = max(1, round(ttl * 1000))
