@@ -6,12 +6,14 @@ starts (``CONTEXTFOLD_TEST_REDIS_URL``, ``CONTEXTFOLD_TEST_REDIS_CLUSTER_URL``).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from contextfold.checkpoints import CheckpointRecord
-from contextfold.errors import StoreError
+from contextfold.errors import ConfigError, StoreError
 from contextfold.messages import Message
 from contextfold.stores import RedisStore, open_store
 from contextfold.stores._codec import encode_checkpoint, encode_message
@@ -128,3 +130,85 @@ def test_an_indexed_conversation_whose_log_is_gone_is_not_listed(any_redis_backe
     assert store.list_conversations() == ["kept"]
     store.delete("gone")
     assert store.list_conversations() == ["kept"]
+
+
+# -- Redis Cluster: errors of the cluster client, and prefixes that defeat the hash tag ----
+
+
+def _append_error(store: Any, flavour: str) -> BaseException:
+    """What one sync or async append on ``store`` raises (the test fails if it returns)."""
+
+    async def aappend() -> None:
+        try:
+            await store.aappend("ticket-7", [Message.user("hi")])
+        finally:
+            await store.aclose()
+
+    try:
+        if flavour == "sync":
+            try:
+                store.append("ticket-7", [Message.user("hi")])
+            finally:
+                store.close()
+        else:
+            asyncio.run(aappend())
+    except Exception as exc:  # handed to the test
+        return exc
+    raise AssertionError("the append worked")
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_cluster_store_with_no_reachable_node_raises_store_error(flavour: str) -> None:
+    pytest.importorskip("redis")
+    store = open_store("redis+cluster://127.0.0.1:1", connect_timeout=1, read_timeout=1)
+    error = _append_error(store, flavour)
+    assert isinstance(error, StoreError)
+    assert "Redis Cluster" in str(error)
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_cluster_store_on_a_plain_redis_server_raises_store_error(
+    redis_backend: Any, flavour: str
+) -> None:
+    # No database number: a cluster has only 0 (and refuses the URL sooner otherwise).
+    url = urlunsplit(urlsplit(redis_backend.url)._replace(path=""))
+    store = RedisStore(url, key_prefix=redis_backend.options["key_prefix"], cluster=True)
+    error = _append_error(store, flavour)
+    assert isinstance(error, StoreError)
+    assert "Cluster mode is not enabled" in str(error)
+
+
+@pytest.mark.parametrize("prefix", ["app{}", "app{}x", "a}b{}c:{x}"])
+def test_a_cluster_store_refuses_a_key_prefix_with_an_empty_hash_tag(
+    redis_cluster_backend: Any, prefix: str
+) -> None:
+    import redis.cluster
+
+    # The prefix's "{}" comes first in every key, so Redis would hash the whole key: the
+    # keys of one conversation would fall in different slots and every script would fail.
+    with pytest.raises(ConfigError, match="hash tag") as info:
+        RedisStore("redis+cluster://127.0.0.1:1", key_prefix=prefix)
+    assert info.value.argument == "key_prefix"
+    client = redis.cluster.RedisCluster.from_url(redis_cluster_backend.url)
+    try:
+        with pytest.raises(ConfigError, match="hash tag"):
+            RedisStore(client, key_prefix=prefix)
+    finally:
+        client.close()
+
+
+def test_a_key_prefix_with_braces_works_on_one_server_and_on_a_cluster(
+    any_redis_backend: Any,
+) -> None:
+    cluster = any_redis_backend.options.get("cluster", False)
+    base = any_redis_backend.options["key_prefix"]
+    prefixes = [base + ":{open", base + ":{tag}"] + ([] if cluster else [base + ":{}"])
+    for prefix in prefixes:
+        store = RedisStore(any_redis_backend.url, key_prefix=prefix, cluster=cluster)
+        try:
+            assert store.append("c", [Message.user("hi")]) == [1]
+            assert [s.message.text for s in store.read("c")] == ["hi"]
+            assert store.list_conversations() == ["c"]
+            store.delete("c")
+        finally:
+            store.close()

@@ -37,6 +37,13 @@ def _commands_only(step: Pipeline) -> bool:
     return not any(isinstance(part, Script) for part in step.steps)
 
 
+def _errors() -> tuple[type[Exception], ...]:
+    """What a failed step raises: a cluster client's own errors are not RedisErrors."""
+    import redis.exceptions
+
+    return (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)
+
+
 def _no_script(step: Cmd | Script, reply: Any) -> bool:
     """Whether a pipelined script failed only because the server does not know it yet."""
     import redis.exceptions
@@ -70,7 +77,7 @@ def run_commands(client: Any, op: RedisOp[T]) -> T:
             for part in step.steps:
                 try:
                     replies.append(one(part))
-                except redis.exceptions.RedisError as exc:
+                except _errors() as exc:
                     replies.append(exc)
             return replies
         pipe = client.pipeline() if cluster else client.pipeline(transaction=False)
@@ -107,7 +114,7 @@ async def arun_commands(client: Any, op: RedisOp[T]) -> T:
             for part in step.steps:
                 try:
                     replies.append(await one(part))
-                except redis.exceptions.RedisError as exc:
+                except _errors() as exc:
                     replies.append(exc)
             return replies
         pipe = client.pipeline() if cluster else client.pipeline(transaction=False)

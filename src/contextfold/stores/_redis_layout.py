@@ -13,7 +13,10 @@ The braces are a Redis Cluster hash tag: every key of one conversation lives in 
 the scripts that touch several of them run on a cluster too. Since ``E`` holds no brace, the
 last ``{`` of a key marks where the conversation starts: two (prefix, conversation) pairs never
 share a key, however the prefix is spelt (layout 1, ``P:c:<id>:m``, let data under prefix
-``app:c:x`` read as conversation ``x:c:y`` of prefix ``app``).
+``app:c:x`` read as conversation ``x:c:y`` of prefix ``app``). On a cluster, a ``{`` in the
+prefix makes the hash tag start there instead (a ``{tag}`` puts every conversation in one
+slot); a store refuses a prefix whose first ``{`` is followed by ``}``, which would make Redis
+hash each key whole.
 """
 
 from __future__ import annotations

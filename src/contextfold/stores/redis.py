@@ -80,6 +80,25 @@ def _module() -> ModuleType:
     return redis
 
 
+def _check_cluster_prefix(key_prefix: str) -> None:
+    """Refuse a prefix that would keep a conversation's keys out of one cluster slot.
+
+    Redis hashes the text between a key's first ``{`` and the ``}`` after it. The
+    conversation's own braces come after the prefix, so a ``{`` in the prefix takes over:
+    a ``{tag}`` puts every conversation in the one slot of ``tag``, and a ``{`` with no
+    ``}`` after it in the prefix still gives each conversation a tag of its own; but an
+    empty ``{}`` makes Redis hash every key whole, so the keys of one conversation fall in
+    different slots and every script fails.
+    """
+    start = key_prefix.find("{")
+    if start >= 0 and key_prefix[start + 1 : start + 2] == "}":
+        raise StoreConfigError(
+            f"key_prefix {key_prefix!r} holds an empty hash tag '{{}}' before any other: on a "
+            "Redis Cluster the keys of one conversation would fall in different slots",
+            argument="key_prefix",
+        )
+
+
 class RedisStore(LockingOpStore):
     """The append-only log in Redis lists (sync and async), on one server or a cluster.
 
@@ -89,7 +108,9 @@ class RedisStore(LockingOpStore):
             ``redis.Redis``, ``redis.asyncio.Redis``, ``redis.cluster.RedisCluster`` or
             ``redis.asyncio.cluster.RedisCluster`` client (used as is and not closed; such a
             store offers only the API of that client's flavour).
-        key_prefix: prefix of every key, so several applications can share a database.
+        key_prefix: prefix of every key, so several applications can share a database. On a
+            cluster it must not start a hash tag with ``{}`` (see
+            :mod:`contextfold.stores._redis_layout`).
         connect_timeout: seconds to wait for a connection before raising :class:`StoreError`.
         read_timeout: seconds to wait for a reply (redis-py's ``socket_timeout``); a call
             is retried once on a new connection, so a frozen server or a lost connection
@@ -120,6 +141,12 @@ class RedisStore(LockingOpStore):
             raise StoreConfigError(f"cluster must be a bool, got {cluster!r}", argument="cluster")
         redis = _module()
         self._redis = redis
+        # The cluster client's own errors (no reachable node, keys of several slots) are not
+        # RedisErrors.
+        self._errors: tuple[type[BaseException], ...] = (
+            redis.exceptions.RedisError,
+            redis.exceptions.RedisClusterException,
+        )
         self._prefix = key_prefix
         self._timeouts = {
             "socket_connect_timeout": connect_timeout,
@@ -144,6 +171,10 @@ class RedisStore(LockingOpStore):
                 f"RedisStore expects a redis:// URL or a redis client, got {type(target).__name__}",
                 argument="target",
             )
+        if self._cluster or isinstance(
+            target, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
+        ):
+            _check_cluster_prefix(key_prefix)
         self._init_lock = threading.Lock()
         self._sync_ready = False
         self._async_ready = False
@@ -352,7 +383,7 @@ class RedisStore(LockingOpStore):
                     )
                 try:
                     self._client = self._new_client(self._redis)
-                except self._redis.exceptions.RedisError as exc:
+                except self._errors as exc:
                     raise self._error("connect", exc) from exc
             if not self._sync_ready:
                 self._execute(self._client, self._op_check_version(), "connect")
@@ -369,7 +400,10 @@ class RedisStore(LockingOpStore):
                     f"{self._where} is a sync client: use the sync methods "
                     "(or build the store from a URL to use both)"
                 )
-            self._aclient = self._new_client(self._redis.asyncio)
+            try:
+                self._aclient = self._new_client(self._redis.asyncio)
+            except self._errors as exc:
+                raise self._error("connect", exc) from exc
         if not self._async_ready:
             await self._aexecute(self._aclient, self._op_check_version(), "connect")
             self._async_ready = True
@@ -378,13 +412,13 @@ class RedisStore(LockingOpStore):
     def _execute(self, client: Any, op: RedisOp[T], what: str, cid: str = "") -> T:
         try:
             return run_commands(client, op)
-        except self._redis.exceptions.RedisError as exc:
+        except self._errors as exc:
             raise self._error(what, exc, cid) from exc
 
     async def _aexecute(self, client: Any, op: RedisOp[T], what: str, cid: str = "") -> T:
         try:
             return await arun_commands(client, op)
-        except self._redis.exceptions.RedisError as exc:
+        except self._errors as exc:
             raise self._error(what, exc, cid) from exc
 
     def _run(self, op: RedisOp[T], what: str, cid: str = "", *, write: bool = False) -> T:
