@@ -25,6 +25,7 @@ __all__ = [
     "check_ttl",
     "redact_url",
     "same_event_loop",
+    "url_password",
 ]
 
 _MAX_SEQ = 2**62
@@ -119,18 +120,31 @@ def check_checkpoint_commit(
 
 
 # The password runs to the last ``@`` of the URL, not the first ``/``: users paste passwords
-# with ``/`` (or ``@``) in them unescaped, and a leaked password is worse than a redacted host.
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)\S*@")
-_CONNINFO_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
+# with ``/`` (or ``@``, spaces of any kind, line breaks) in them unescaped, and a leaked
+# password is worse than a redacted host.
+_URL_PASSWORD = re.compile(r"(://[^:/@]*:)(.*)@", re.DOTALL)
+#: A ``password`` query parameter of a URL runs to the next parameter.
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*")
+_CONNINFO_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.DOTALL)
 
 
 def redact_url(url: str) -> str:
     """The URL or libpq conninfo with any password replaced, for error messages.
 
     Works for every scheme (``postgresql://``, ``redis://``, ``rediss://``, ``unix://`` ...):
-    whatever sits between the user name's ``:`` and the last ``@`` is replaced.
+    whatever sits between the user name's ``:`` and the last ``@`` is replaced, and so is a
+    ``password`` query parameter (up to the next ``&``). In a conninfo string (no ``://``),
+    ``password=`` is followed by a quoted value or one word.
     """
-    return _CONNINFO_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", url))
+    if "://" in url:
+        return _QUERY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", url))
+    return _CONNINFO_PASSWORD.sub(r"\1***", url)
+
+
+def url_password(url: str) -> str | None:
+    """The raw text :func:`redact_url` hides as a URL's password (None when there is none)."""
+    match = _URL_PASSWORD.search(url) if "://" in url else None
+    return None if match is None else match.group(2)
 
 
 def as_text(value: Any) -> str:

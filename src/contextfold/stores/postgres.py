@@ -34,6 +34,7 @@ from contextlib import (
 )
 from types import ModuleType
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 from contextfold.errors import MissingExtraError, StoreError
 from contextfold.stores._backend import Flow
@@ -44,6 +45,7 @@ from contextfold.stores._checks import (
     check_ttl,
     redact_url,
     same_event_loop,
+    url_password,
 )
 from contextfold.stores._dialects import postgres_dialect
 from contextfold.stores._pg_connections import (
@@ -73,6 +75,7 @@ _NO_STATEMENT_TIMEOUT = "SET LOCAL statement_timeout = 0"
 def _modules() -> tuple[ModuleType, ModuleType]:
     try:
         import psycopg
+        import psycopg.conninfo
         import psycopg_pool
     except ImportError as exc:
         raise MissingExtraError("PostgresStore", "postgres") from exc
@@ -152,6 +155,11 @@ class PostgresStore(SQLOpStore):
         self._kwargs: dict[str, Any] = {}
         self._conninfo = self._adopt(target)
         self._where = f"PostgreSQL {redact_url(self._conninfo)!r} (schema {schema!r})"
+        #: Passwords an error message must not show, and whether libpq's own text may be
+        #: shown at all (see _check_conninfo).
+        self._secrets: tuple[str, ...] = ()
+        self._libpq_text_safe = True
+        self._check_conninfo()
         self._init_lock = threading.Lock()
         self._sync_ready = False
         self._async_ready = False
@@ -192,6 +200,35 @@ class PostgresStore(SQLOpStore):
             argument="target",
         )
 
+    def _check_conninfo(self) -> None:
+        """Parse the connection string now, and note what its errors must not show.
+
+        libpq's messages quote what they could not parse (``invalid percent-encoded token:
+        "50%offSecret"``) or what they read: libpq ends a URL's password at its first ``@``
+        and the host at the first ``/``, so from a password with those unencoded it reads a
+        host, port or database holding the rest of the password, and names them when the
+        connection fails.
+
+        Raises:
+            StoreConfigError: the string cannot be parsed (libpq's message is left out).
+        """
+        try:
+            params = self._psycopg.conninfo.conninfo_to_dict(self._conninfo)
+        except (self._psycopg.Error, ValueError):
+            raise StoreConfigError(
+                f"cannot parse the PostgreSQL connection string {redact_url(self._conninfo)!r}"
+                " (percent-encode any '%', '/', '@', ':' or blank in a URL's password)",
+                argument="target",
+            ) from None
+        password = params.get("password")
+        self._secrets = tuple(
+            str(p) for p in (password, self._kwargs.get("password")) if p and isinstance(p, str)
+        )
+        raw = url_password(self._conninfo)
+        # redact_url hides everything up to the last '@'; libpq read another password than
+        # that when the password held an unencoded '/' or '@'.
+        self._libpq_text_safe = raw is None or unquote(raw) == password
+
     def _connect_kwargs(self) -> dict[str, Any]:
         kwargs = dict(self._kwargs)
         kwargs.setdefault("connect_timeout", max(2, math.ceil(self._connect_timeout)))
@@ -228,7 +265,17 @@ class PostgresStore(SQLOpStore):
 
     def _error(self, what: str, exc: BaseException, conversation_id: str = "") -> StoreError:
         where = f" for conversation {conversation_id!r}" if conversation_id else ""
-        return StoreError(f"{what} failed on {self._where}{where}: {exc}")
+        if self._libpq_text_safe:
+            text = str(exc)
+            for secret in self._secrets:
+                text = text.replace(secret, "***")
+        else:
+            text = (
+                f"{type(exc).__name__} (its message is left out: libpq read part of the "
+                "password as the host, port or database, and may quote it; percent-encode "
+                "any '/', '@' or ':' in the password)"
+            )
+        return StoreError(f"{what} failed on {self._where}{where}: {text}")
 
     def _check_open(self) -> None:
         if self._closed:
@@ -253,7 +300,9 @@ class PostgresStore(SQLOpStore):
                         self._pool = pool
                 except self._psycopg.Error as exc:
                     raise self._error("connect", exc) from exc
-                except self._pool_mod.PoolTimeout as exc:
+                except (self._pool_mod.PoolTimeout, UnicodeError) as exc:
+                    # UnicodeError: psycopg resolves host names itself, and one that IDNA
+                    # cannot encode (a label over 63 characters, say) raises it.
                     raise self._error("connect", exc) from exc
                 self._sync_ready = True
         return self._pool
@@ -316,7 +365,7 @@ class PostgresStore(SQLOpStore):
                         self._apool = pool
                 except self._psycopg.Error as exc:
                     raise self._error("connect", exc) from exc
-                except self._pool_mod.PoolTimeout as exc:
+                except (self._pool_mod.PoolTimeout, UnicodeError) as exc:
                     raise self._error("connect", exc) from exc
                 self._async_ready = True
         return self._apool
@@ -377,7 +426,7 @@ class PostgresStore(SQLOpStore):
         try:
             kwargs = dict(self._connect_kwargs(), autocommit=True)
             conn = psycopg.connect(self._conninfo, **kwargs)
-        except psycopg.Error as exc:
+        except (psycopg.Error, UnicodeError) as exc:
             raise self._error("compaction_lock", exc, cid) from exc
         try:
             with read_deadline(conn, self._read_timeout):
@@ -427,7 +476,7 @@ class PostgresStore(SQLOpStore):
         try:
             kwargs = dict(self._connect_kwargs(), autocommit=True)
             conn = await psycopg.AsyncConnection.connect(self._conninfo, **kwargs)
-        except psycopg.Error as exc:
+        except (psycopg.Error, UnicodeError) as exc:
             raise self._error("compaction_lock", exc, cid) from exc
         try:
             with read_deadline(conn, self._read_timeout):

@@ -190,8 +190,13 @@ class RedisStore(LockingOpStore):
         if not target.startswith(("redis://", "rediss://", "unix://")):
             raise StoreConfigError(f"not a Redis URL: {redact_url(target)!r}", argument="target")
         try:
-            self._redis.connection.parse_url(target)
-        except ValueError:
+            host = self._redis.connection.parse_url(target).get("host")
+            # The socket module encodes a host name with IDNA and raises UnicodeError (not an
+            # OSError redis-py would report) for one it cannot encode: a password with an
+            # unencoded '/' leaves its end in the host.
+            if isinstance(host, str):
+                host.encode("idna")
+        except ValueError:  # UnicodeError included
             # redis-py's message quotes the piece it could not parse, which may be a
             # password: name the redacted URL only.
             raise StoreConfigError(
