@@ -202,6 +202,57 @@ def test_sqlite_refuses_a_foreign_table_with_our_name_on_open(tmp_path: Path) ->
     assert "contextfold_schema" not in tables
 
 
+@pytest.mark.parametrize(
+    ("table", "match"),
+    [
+        (
+            "contextfold_conversations (num INTEGER, id TEXT, last_seq INTEGER)",
+            r"contextfold_conversations .*primary key is \(none\), not \(num\)",
+        ),
+        (
+            "contextfold_messages (key TEXT PRIMARY KEY, data TEXT NOT NULL)",
+            r"contextfold_messages .*key must be declared INTEGER PRIMARY KEY",
+        ),
+        (
+            "contextfold_checkpoints (conversation_id TEXT, n INTEGER, id TEXT PRIMARY KEY,"
+            " data TEXT)",
+            r"contextfold_checkpoints .*primary key is \(id\), not \(conversation_id, n\)",
+        ),
+        (
+            "contextfold_messages (key INTEGER PRIMARY KEY, data TEXT NOT NULL,"
+            " owner TEXT NOT NULL)",
+            r"contextfold_messages .*NOT NULL column\(s\) owner",
+        ),
+    ],
+)
+def test_sqlite_refuses_a_table_of_ours_with_other_keys_or_required_columns_on_open(
+    tmp_path: Path, table: str, match: str
+) -> None:
+    # The columns are all there, but an append would fail on them (or number nothing).
+    path = tmp_path / "chats.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"CREATE TABLE {table}")
+    conn.close()
+    with pytest.raises(StoreError, match=match):
+        SQLiteStore(path)
+
+
+def test_sqlite_opens_a_table_of_ours_with_an_extra_column_it_can_leave_out(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "chats.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE contextfold_messages (key INTEGER PRIMARY KEY, data TEXT NOT NULL,"
+            " note TEXT, owner TEXT NOT NULL DEFAULT 'app')"
+        )
+    conn.close()
+    store = SQLiteStore(path)
+    assert store.append("c", [Message.user("hi")]) == [1]
+    assert [s.message.text for s in store.read("c")] == ["hi"]
+    store.close()
+
+
 def test_sqlite_refuses_a_migrated_file_whose_table_was_changed(tmp_path: Path) -> None:
     path = tmp_path / "chats.db"
     SQLiteStore(path).close()

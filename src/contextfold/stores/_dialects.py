@@ -202,13 +202,32 @@ _SQLITE_LAYOUT = (
 )
 
 
+# An append leaves the key of the first two to SQLite, and relies on the others' uniqueness
+# (a conversation's number and checkpoint count, a message id's row): a table of our name
+# without them would open and then fail, or number nothing, at the first write.
+_SQLITE_KEYS = (
+    ("contextfold_conversations", ("num",)),
+    ("contextfold_messages", ("key",)),
+    ("contextfold_checkpoints", ("conversation_id", "n")),
+    ("contextfold_locks", ("conversation_id",)),
+    ("contextfold_state", ("conversation_id",)),
+    ("contextfold_message_ids", ("conv", "id")),
+    ("contextfold_tallies", ("conversation_id", "counter")),
+)
+
+
 def sqlite_dialect() -> Dialect:
     """SQLite (3.24+)."""
     return Dialect(
         name="sqlite",
         migrations=_sqlite_migrations(),
         layout=_SQLITE_LAYOUT,
-        select_columns="SELECT lower(name) FROM pragma_table_info(?)",
+        select_columns=(
+            'SELECT lower(name), "notnull" AND dflt_value IS NULL AND pk = 0, pk, upper(type)'
+            " FROM pragma_table_info(?)"
+        ),
+        layout_keys=_SQLITE_KEYS,
+        rowid_tables=frozenset({"contextfold_conversations", "contextfold_messages"}),
         **sqlite_search_sql(),
         **_sqlite_log_sql(),
         **_sqlite_checkpoint_and_lock_sql(),

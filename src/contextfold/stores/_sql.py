@@ -107,8 +107,15 @@ class Dialect:
     release_lock: str = ""
     #: Each table of ours with the columns this version reads and writes.
     layout: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    #: The column names of the table named by the one parameter.
+    #: The column names of the table named by the one parameter; SQLite's rows go on with
+    #: whether the column must be given a value (NOT NULL, no default), its place in the
+    #: primary key (0 when not in it) and its declared type.
     select_columns: str = ""
+    #: Each table's primary key, for a dialect whose ``select_columns`` reports it.
+    layout_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: Tables whose one key must be an ``INTEGER PRIMARY KEY`` (the rowid, which SQLite
+    #: numbers by itself and keeps as an integer).
+    rowid_tables: frozenset[str] = frozenset()
     #: Where the tables live, for errors (`` in schema "app"``).
     layout_scope: str = ""
     #: Full-text search of one conversation's messages (see :func:`op_search`).

@@ -49,13 +49,15 @@ def op_migrate(d: Dialect) -> Op[list[str]]:
 
 
 def op_check_layout(d: Dialect, *, before_migrating: bool = False) -> Op[None]:
-    """Refuse tables of ours that lack a column this version uses.
+    """Refuse tables of ours that lack a column this version uses, or (SQLite) have another
+    primary key or a NOT NULL column this version does not write.
 
     A table with one of our names created by something else would otherwise be adopted
     and marked as migrated, and fail only at the first append (or be read wrongly).
     ``before_migrating`` checks only the tables that exist, without the columns that later
     migrations add.
     """
+    keys = dict(d.layout_keys)
     for table, all_columns in d.layout:
         rows = yield Query(d.select_columns, (table,))
         found = {str(row[0]).lower() for row in rows}
@@ -70,12 +72,36 @@ def op_check_layout(d: Dialect, *, before_migrating: bool = False) -> Op[None]:
                 "schema is recorded as migrated: refusing to use it"
             )
         missing = [c for c in columns if c not in found]
-        if missing:
+        problem = (
+            f"it lacks the column(s) {', '.join(missing)} (has {', '.join(sorted(found))})"
+            if missing
+            else _other_constraints(d, table, all_columns, keys.get(table), rows)
+        )
+        if problem:
             raise StoreError(
-                f"the {d.name} store's table {table}{d.layout_scope} has another layout: it "
-                f"lacks the column(s) {', '.join(missing)} (has {', '.join(sorted(found))}); "
-                "was it created by another application? Refusing to use it"
+                f"the {d.name} store's table {table}{d.layout_scope} has another layout: "
+                f"{problem}; was it created by another application? Refusing to use it"
             )
+
+
+def _other_constraints(
+    d: Dialect, table: str, columns: tuple[str, ...], key: tuple[str, ...] | None, rows: Rows
+) -> str:
+    """What in the table's keys or extra columns would fail a write ("" when nothing).
+
+    ``rows`` are ``select_columns``'s: name, required, place in the primary key, type.
+    """
+    if key is None:
+        return ""
+    found_key = tuple(str(r[0]).lower() for r in sorted(rows, key=lambda r: int(r[2])) if r[2])
+    if found_key != key:
+        return f"its primary key is ({', '.join(found_key) or 'none'}), not ({', '.join(key)})"
+    if table in d.rowid_tables and next(str(r[3]) for r in rows if r[2]) != "INTEGER":
+        return f"its {key[0]} must be declared INTEGER PRIMARY KEY"
+    required = sorted(str(r[0]).lower() for r in rows if r[1] and str(r[0]).lower() not in columns)
+    if required:
+        return f"it has NOT NULL column(s) {', '.join(required)}, which this store does not write"
+    return ""
 
 
 def _missing(d: Dialect, applied: Rows) -> list[Migration]:
