@@ -813,3 +813,53 @@ def test_rarer_anthropic_shapes_round_trip(payload: dict[str, Any]) -> None:
 @pytest.mark.parametrize("payload", RESPONSES_SHAPES)
 def test_rarer_responses_shapes_round_trip(payload: list[dict[str, Any]]) -> None:
     assert openai_responses.dump(openai_responses.load(payload)) == payload
+
+
+# -- detection of features only one format has ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        [
+            {"role": "user", "content": "list the files"},
+            {"type": "shell_call", "call_id": "c1", "action": {"commands": ["ls"]}},
+            {"type": "shell_call_output", "call_id": "c1", "output": [{"stdout": "a\n"}]},
+        ],
+        [
+            {"role": "user", "content": "create a.txt"},
+            {
+                "type": "apply_patch_call",
+                "call_id": "c2",
+                "operation": {"type": "create_file", "path": "a.txt", "diff": "+hi\n"},
+            },
+            {"type": "apply_patch_call_output", "call_id": "c2", "output": "done"},
+        ],
+        [  # an input message's "type" is optional, a system or developer one's too
+            {"role": "developer", "content": "Answer tersely."},
+            {"role": "user", "content": "Weather?"},
+            {"type": "function_call", "call_id": "c1", "name": "w", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "21C"},
+        ],
+    ],
+    ids=["shell", "apply-patch", "developer-without-type"],
+)
+def test_responses_inputs_the_loader_models_are_detected(payload: list[Any]) -> None:
+    assert formats.detect(payload) == "openai_responses"
+    assert formats.load(payload) == formats.load(payload, "openai_responses")
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "user", "content": "hi, I am Alice", "name": "alice"},
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help."}]},
+    ],
+    ids=["name", "refusal"],
+)
+def test_a_chat_request_body_with_chat_only_fields_is_chat(message: dict[str, Any]) -> None:
+    """A participant's name or a refusal part is Chat's: read as Anthropic, the Chat dump
+    lost them and the Anthropic dump kept fields its API rejects."""
+    body = {"model": "gpt-test", "messages": [{"role": "user", "content": "hello"}, message]}
+    assert formats.detect(body) == "openai_chat"
+    assert formats.dump(formats.load(body), "openai_chat") == body["messages"]

@@ -35,6 +35,7 @@ from typing import Any, Literal, TypeAlias
 from contextfold.errors import FormatError
 from contextfold.formats import anthropic, claude_code, openai_chat, openai_responses, trajectories
 from contextfold.formats._common import check_format_name
+from contextfold.formats._responses_tools import HOSTED_CALLS, HOSTED_OUTPUTS
 from contextfold.messages import Message
 
 __all__ = [
@@ -87,6 +88,8 @@ _RESPONSES_ITEMS = frozenset(
         "mcp_approval_request",
         "mcp_approval_response",
         "compaction",
+        *HOSTED_CALLS,  # every hosted tool the loader models, and its output
+        *HOSTED_OUTPUTS,
     }
 )
 _RESPONSES_PARTS = frozenset({"input_text", "output_text", "input_image", "input_file"})
@@ -95,11 +98,18 @@ _ANTHROPIC_BLOCKS = frozenset(
 )
 _CHAT_PARTS = frozenset({"image_url", "input_audio", "file"})
 _CHAT_ROLES = frozenset({"system", "developer", "tool"})
-_CHAT_KEYS = ("tool_calls", "tool_call_id")
+#: Keys only a Chat message has: tool calls, a participant's name, a refusal, audio.
+_CHAT_KEYS = ("tool_calls", "tool_call_id", "name", "refusal", "audio", "function_call")
 
 
-def _signals(item: Any) -> set[str]:
-    """The formats an item (message) can only belong to."""
+def _signals(item: Any, *, listed: bool = False) -> set[str]:
+    """The formats an item (message) can only belong to.
+
+    ``listed``: the item is one of a bare list, where a system or developer message without
+    a ``type`` may be a Responses input message too (its ``type`` is optional), so only
+    ``role: "tool"`` tells Chat; in an object's ``messages`` (Chat or Anthropic) a system
+    message is Chat's.
+    """
     found: set[str] = set()
     if not isinstance(item, dict):
         return found
@@ -107,10 +117,11 @@ def _signals(item: Any) -> set[str]:
     if isinstance(kind, str) and kind in _RESPONSES_ITEMS:
         found.add("openai_responses")
     role = item.get("role")
-    if isinstance(role, str) and role in _CHAT_ROLES and "type" not in item:
+    chat_roles = ("tool",) if listed else _CHAT_ROLES
+    if isinstance(role, str) and role in chat_roles and "type" not in item:
         found.add("openai_chat")
-    if any(k in item for k in _CHAT_KEYS):
-        found.add("openai_chat")
+    if "type" not in item and any(k in item for k in _CHAT_KEYS):
+        found.add("openai_chat")  # on a message: a Responses item has its own "name"
     content = item.get("content")
     if isinstance(content, list):
         for block in content:
@@ -123,8 +134,8 @@ def _signals(item: Any) -> set[str]:
                 found.add("openai_responses")
             elif block_type in _ANTHROPIC_BLOCKS:
                 found.add("anthropic")
-            elif block_type in _CHAT_PARTS:
-                found.add("openai_chat")
+            elif block_type in _CHAT_PARTS or (block_type == "refusal" and kind != "message"):
+                found.add("openai_chat")  # a refusal part is Chat's, or a Responses output's
     return found
 
 
@@ -162,7 +173,7 @@ def detect(payload: Any) -> FormatName:
             raise FormatError("cannot detect the format: items must be objects", index=i)
         if "role" not in item and "type" not in item:
             raise FormatError("cannot detect the format: item has no role or type", index=i)
-        found |= _signals(item)
+        found |= _signals(item, listed=True)
     if len(found) > 1:
         raise FormatError(f"cannot detect the format: items mix {sorted(found)}")
     if found:
