@@ -175,3 +175,19 @@ def test_read_file_names_a_file_that_is_not_utf8(tmp_path: Path) -> None:
 
 def test_the_package_exposes_the_module() -> None:
     assert formats.trajectories is trajectories
+
+
+@pytest.mark.parametrize("content", [None, 5, {"text": "hi"}])
+def test_a_claude_code_record_with_odd_content_is_a_format_error(content: Any) -> None:
+    from contextfold.formats.claude_code import merge_records
+
+    record = {"type": "user", "message": {"role": "user", "content": content}}
+    with pytest.raises(FormatError, match="content"):
+        merge_records([record])
+
+
+@pytest.mark.parametrize("ids", [5, {"a": 1}, "call_1"])
+def test_swe_agent_tool_call_ids_that_are_not_a_list_are_a_format_error(ids: Any) -> None:
+    entry = {"role": "tool", "content": "ok", "tool_call_ids": ids}
+    with pytest.raises(FormatError, match="tool_call_ids"):
+        trajectories.swe_agent_messages([entry])

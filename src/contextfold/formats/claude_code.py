@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from contextfold.errors import FormatError
+
 __all__ = ["merge_records"]
 
 
@@ -23,15 +25,25 @@ def merge_records(records: Iterable[Any]) -> list[dict[str, Any]]:
 
     Args:
         records: the decoded JSON objects of the log's lines, in order.
+
+    Raises:
+        FormatError: a user or assistant record's content is neither text nor blocks.
     """
     out: list[dict[str, Any]] = []
-    for r in records:
+    for k, r in enumerate(records):
         if not isinstance(r, dict) or r.get("type") not in ("user", "assistant"):
             continue
         m = r.get("message")
         if not isinstance(m, dict) or "content" not in m:
             continue
         c = m["content"]
+        if not isinstance(c, (str, list)):
+            raise FormatError(
+                "a record's message content must be a string or a list of blocks, "
+                f"not {type(c).__name__}",
+                index=k,
+                field="content",
+            )
         blocks = [{"type": "text", "text": c}] if isinstance(c, str) else list(c)
         only_results = bool(blocks) and all(
             isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks

@@ -177,7 +177,7 @@ def swe_agent_messages(history: Sequence[Any]) -> list[dict[str, Any]]:
     ``tool_call_id``. Its own bookkeeping fields (``agent``, ``message_type`` ...) are left out.
 
     Raises:
-        FormatError: an entry is not an object.
+        FormatError: an entry is not an object, or its ``tool_call_ids`` not a list.
     """
     out = []
     for i, m in enumerate(history):
@@ -186,6 +186,12 @@ def swe_agent_messages(history: Sequence[Any]) -> list[dict[str, Any]]:
         msg = {k: m[k] for k in ("role", "content", "tool_calls", "name") if m.get(k) is not None}
         ids = m.get("tool_call_ids")
         if ids:
+            if not isinstance(ids, list):
+                fail(
+                    f"tool_call_ids must be a list, not {type_name(ids)}",
+                    index=i,
+                    field="tool_call_ids",
+                )
             msg["tool_call_id"] = ids[0]
         out.append(msg)
     return out
