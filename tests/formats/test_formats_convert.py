@@ -485,3 +485,72 @@ def test_a_converted_message_with_nothing_for_anthropic_is_left_out() -> None:
     # An Anthropic payload's own empty messages still round trip as they were.
     own = {"messages": [{"role": "user", "content": ""}, {"role": "assistant", "content": []}]}
     assert anthropic.dump(anthropic.load(own)) == own
+
+
+def test_parallel_calls_sent_one_per_message_dump_to_one_chat_assistant_message() -> None:
+    """Chat wants a call's results right after the message that made it: two assistant
+    messages in a row, each with a call, were refused."""
+    body = {
+        "messages": [
+            {"role": "user", "content": "Weather in Lyon and Paris?"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "ta", "name": "w", "input": {"c": "L"}}],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "And Paris."},
+                    {"type": "tool_use", "id": "tb", "name": "w", "input": {"c": "P"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "ta", "content": "21C"},
+                    {"type": "tool_result", "tool_use_id": "tb", "content": "18C"},
+                ],
+            },
+        ]
+    }
+    chat = formats.dump(formats.load(body), "openai_chat")
+    assert [m["role"] for m in chat] == ["user", "assistant", "tool", "tool"]
+    assert [c["id"] for c in chat[1]["tool_calls"]] == ["ta", "tb"]
+    assert chat[1]["content"] == "And Paris."
+    formats.load(chat, "openai_chat")  # and it reads back as valid Chat
+
+
+@pytest.mark.parametrize("target", ["openai_chat", "openai_responses"])
+def test_a_tool_result_only_another_format_can_carry_says_so(target: str) -> None:
+    body = {
+        "messages": [
+            {"role": "user", "content": "Read the spec."},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "content": [
+                            {
+                                "type": "document",
+                                "source": {
+                                    "type": "text",
+                                    "media_type": "text/plain",
+                                    "data": "The spec says 42.",
+                                },
+                            }
+                        ],
+                    }
+                ],
+            },
+        ]
+    }
+    dumped = json.dumps(formats.dump(formats.load(body), target))
+    assert "cannot carry" in dumped
+    assert '"content": []' not in dumped
+    assert '"output": []' not in dumped

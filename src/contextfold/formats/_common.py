@@ -318,3 +318,6 @@ def _collect(parts: Sequence[Part], fields: list[str]) -> None:
 # The shared empty ``extra`` of messages and parts: passing it keeps loaded objects as light as
 # hand-built ones.
 NO_EXTRA: Mapping[str, Any] = TextPart("").extra
+#: The text of a converted tool result whose content the target format cannot carry at all
+#: (only a document, say): an empty result would read as "the tool returned nothing".
+UNCARRIED_RESULT = "[the tool result held content this format cannot carry, such as a document]"

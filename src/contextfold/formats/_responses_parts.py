@@ -14,6 +14,7 @@ from typing import Any
 
 from contextfold.formats._common import (
     NO_EXTRA,
+    UNCARRIED_RESULT,
     data_url,
     fail,
     hint,
@@ -115,4 +116,6 @@ def dump_output(result: ToolResultPart) -> Any:
     """The ``output`` of a tool-output item: the text as is, or content parts."""
     if isinstance(result.content, str):
         return result.content
-    return dump_parts(result.content, "tool")
+    parts = dump_parts(result.content, "tool")
+    # Content this format cannot carry (a document, say) is named rather than sent as [].
+    return parts if parts or not result.content else UNCARRIED_RESULT

@@ -19,6 +19,7 @@ from typing import Any
 
 from contextfold.formats._common import (
     NO_EXTRA,
+    UNCARRIED_RESULT,
     IdMaker,
     check_json_text,
     check_messages,
@@ -278,7 +279,9 @@ def dump(messages: Sequence[Message]) -> list[dict[str, Any]]:
     blocks of other formats are left out, and an assistant message without text gets
     ``content: null`` as the API returns it. Chat tool messages take text only, so images in
     a converted tool result move to a user message right after the run of tool messages,
-    introduced by a line naming the call.
+    introduced by a line naming the call. Parallel calls sent one per assistant message (as
+    Anthropic allows) become one assistant message with all the calls: Chat wants a call's
+    results right after the message that made it.
 
     Raises:
         ConfigError: ``messages`` is not a sequence of :class:`Message`.
@@ -291,9 +294,36 @@ def dump(messages: Sequence[Message]) -> list[dict[str, Any]]:
             _dump_results(m, out, lifted)
         else:
             _flush_lifted(lifted, out)
-            out.append(_dump_plain(m, m.parts, m.role))
+            dumped = _dump_plain(m, m.parts, m.role)
+            if dumped.get("tool_calls") and out and _calls_open(out[-1]):
+                _merge_calls(out[-1], dumped)
+            else:
+                out.append(dumped)
     _flush_lifted(lifted, out)
     return out
+
+
+def _calls_open(message: dict[str, Any]) -> bool:
+    """Whether ``message`` is an assistant message whose calls still wait for results."""
+    return message.get("role") == "assistant" and bool(message.get("tool_calls"))
+
+
+def _merge_calls(into: dict[str, Any], more: dict[str, Any]) -> None:
+    """Fold the assistant message ``more`` (with calls) into ``into``: calls, then text."""
+    into["tool_calls"] = [*into["tool_calls"], *more["tool_calls"]]
+    a, b = into.get("content"), more.get("content")
+    if not b:
+        return
+    if not a:
+        into["content"] = b
+    elif isinstance(a, str) and isinstance(b, str):
+        into["content"] = f"{a}\n\n{b}"
+    else:
+        into["content"] = [*_as_parts(a), *_as_parts(b)]
+
+
+def _as_parts(content: Any) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
 def _flush_lifted(lifted: list[dict[str, Any]], out: list[dict[str, Any]]) -> None:
@@ -324,6 +354,8 @@ def _dump_results(m: Message, out: list[dict[str, Any]], lifted: list[dict[str, 
             item["content"] = _dump_parts(parts)
             if images and not item["content"]:
                 item["content"] = "[the result is an image; it follows in the next message]"
+            elif parts and not item["content"]:
+                item["content"] = UNCARRIED_RESULT  # a document, say: say so, not []
         elif p.content or not own:
             item["content"] = p.content
         elif hint(m.extra, NS, "content") != "absent" and f"{NS}.content" not in m.extra:
