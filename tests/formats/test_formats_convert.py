@@ -554,3 +554,22 @@ def test_a_tool_result_only_another_format_can_carry_says_so(target: str) -> Non
     assert "cannot carry" in dumped
     assert '"content": []' not in dumped
     assert '"output": []' not in dumped
+
+
+def test_an_edited_responses_answer_dumps_as_valid_input() -> None:
+    """An output message's text parts (with annotations) lose their id and status once the
+    turn is edited; a list of output_text is valid only in an output message."""
+    items = [
+        {"role": "user", "content": "Book me a flight."},
+        {
+            "type": "message",
+            "id": "msg_1",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Let me look that up.", "annotations": []}],
+        },
+        {"type": "function_call", "call_id": "c1", "name": "search", "arguments": "{}"},
+    ]
+    repaired = turns.repair(formats.load(items, "openai_responses"))  # the call has no output
+    dumped = formats.dump(repaired, "openai_responses")
+    assert dumped[1] == {"type": "message", "role": "assistant", "content": "Let me look that up."}

@@ -428,6 +428,16 @@ def _output_item(p: ToolResultPart) -> dict[str, Any]:
     return {"type": "function_call_output", "call_id": p.call_id, "output": dump_output(p)}
 
 
+def _is_text(part: Part) -> bool:
+    """A text part with nothing but this format's own hints (annotations, say): not a
+    block kept whole, of this format or another."""
+    return (
+        isinstance(part, TextPart)
+        and not opaque_raw(part, NS)[0]
+        and all(key.startswith(f"{NS}.") for key in part.extra)
+    )
+
+
 def _flush_text(
     parts: list[Part], role: str, out: list[dict[str, Any]], *, keep_empty: bool = False
 ) -> None:
@@ -435,9 +445,10 @@ def _flush_text(
     if not kept and not keep_empty:
         return
     content: Any
-    if role == "assistant" and len(kept) > 1 and all(is_plain_text(p, NS) for p in kept):
+    if role == "assistant" and kept and all(_is_text(p) for p in kept):
         # A list of output_text is only valid in an output message, with its id and status;
         # one easy message per part is valid input, and loads back as one assistant message.
+        # What only an output message carries (annotations, logprobs) is left out.
         for p in kept:
             out.append({"type": "message", "role": role, "content": p.text})  # type: ignore[union-attr]
         return
