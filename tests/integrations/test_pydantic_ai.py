@@ -8,6 +8,7 @@ The agent runs pydantic-ai's own loop (``Agent.run``) with a tool, through
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import subprocess
 import sys
@@ -349,9 +350,61 @@ def test_store_url_and_transcript(tmp_path: Any) -> None:
     processor.close()
     again = history_processor(SlidingWindow(80), store=url)
     transcript = again.read_transcript("fixed")
-    assert dumped(transcript[: len(history)]) == dumped(history)
+    assert all(m.metadata and TAG in m.metadata for m in transcript)  # read: not new again
+    assert dumped(untagged(transcript[: len(history)])) == dumped(history)
     assert transcript[-1].parts[0].content == "P-2 too."  # type: ignore[union-attr]
     again.close()
+
+
+def untagged(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """``messages`` without our tag in their metadata (as they were before we stored them)."""
+    out = []
+    for m in messages:
+        meta = {k: v for k, v in (m.metadata or {}).items() if k != TAG}
+        out.append(dataclasses.replace(m, metadata=meta or None))
+    return out
+
+
+def counting_agent(processor: Any, seen: list[int]) -> Agent[None, str]:
+    """An agent whose model answers every request, noting how many messages it was sent."""
+    from pydantic_ai.models.function import FunctionModel
+
+    def model(messages: list[ModelMessage], info: Any) -> ModelResponse:
+        seen.append(len(messages))
+        return ModelResponse(parts=[TextPart(f"answer {len(seen)}")])
+
+    return Agent(FunctionModel(model), capabilities=[ProcessHistory(processor)])
+
+
+def test_recording_each_run_then_continuing_from_it_stores_every_message_once() -> None:
+    processor = history_processor(SlidingWindow(4000), conversation_id="chat-1")
+    seen: list[int] = []
+    agent = counting_agent(processor, seen)
+    history: list[ModelMessage] = []
+    for question in ("q1", "q2", "q3"):
+        history = agent.run_sync(question, message_history=history).all_messages()
+        processor.record(history, conversation_id="chat-1")
+    transcript = processor.read_transcript("chat-1")
+    texts = [getattr(p, "content", None) for m in transcript for p in m.parts]
+    assert texts == ["q1", "answer 1", "q2", "answer 2", "q3", "answer 3"]
+    assert seen == [1, 3, 5]  # each answer sent once, not twice
+
+
+def test_a_run_resumed_from_the_transcript_in_another_process_does_not_store_it_again(
+    tmp_path: Any,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'pai.db'}"
+    first = history_processor(SlidingWindow(4000), store=url, conversation_id="c")
+    seen: list[int] = []
+    result = counting_agent(first, seen).run_sync("first question")
+    first.record(result.all_messages(), conversation_id="c")
+    first.close()
+    second = history_processor(SlidingWindow(4000), store=url, conversation_id="c")
+    agent = counting_agent(second, seen)
+    agent.run_sync("second question", message_history=second.read_transcript("c"))
+    assert seen == [1, 3]
+    assert len(second.read_transcript("c")) == 3  # two questions and the first answer
+    second.close()
 
 
 def test_without_the_extra_the_error_names_it() -> None:
@@ -376,3 +429,12 @@ def test_without_the_extra_the_error_names_it() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "pip install 'contextfold[pydantic-ai]'" in out.stdout, out.stderr
+
+
+@pytest.mark.parametrize("bad", [["not a message"], [{"role": "user"}], "text"])
+def test_process_and_record_refuse_what_is_not_pydantic_ai_messages(bad: Any) -> None:
+    processor = history_processor(SlidingWindow(400), conversation_id="c")
+    with pytest.raises(FormatError):
+        processor.process(bad, conversation_id="c")
+    with pytest.raises(FormatError):
+        processor.record(bad, conversation_id="c")

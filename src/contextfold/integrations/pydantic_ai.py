@@ -25,10 +25,16 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from contextfold.errors import ConfigError, MissingExtraError
+from contextfold.errors import ConfigError, FormatError, MissingExtraError
 
 try:
-    from pydantic_ai.messages import ModelMessage, ModelRequest, RetryPromptPart, ToolReturnPart
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        RetryPromptPart,
+        ToolReturnPart,
+    )
     from pydantic_ai.tools import RunContext
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise MissingExtraError("contextfold.integrations.pydantic_ai", "pydantic-ai") from exc
@@ -166,24 +172,34 @@ class ContextfoldHistory:
 
         The last answer of a run comes after its last model request, so the processor never
         sees it unless the next run starts from ``result.all_messages()``; this stores it.
+        The messages it stores are tagged as the processor's returns are (their
+        ``metadata``), so a next run starting from them does not store them again.
         """
-        new = self._untracked(messages, conversation_id)
-        if new:
-            self._memory(conversation_id).extend(new)
+        fresh = self._fresh(messages, conversation_id)
+        if fresh:
+            self._memory(conversation_id).extend(from_model_messages(fresh))
+            _tag(fresh, conversation_id)
 
     async def arecord(self, messages: Sequence[ModelMessage], *, conversation_id: str) -> None:
         """Async form of :meth:`record`."""
-        new = self._untracked(messages, conversation_id)
-        if new:
-            await self._memory(conversation_id).aextend(new)
+        fresh = self._fresh(messages, conversation_id)
+        if fresh:
+            await self._memory(conversation_id).aextend(from_model_messages(fresh))
+            _tag(fresh, conversation_id)
 
     def read_transcript(self, conversation_id: str) -> list[ModelMessage]:
-        """Every stored message of the conversation, as pydantic-ai messages, oldest first."""
-        return to_model_messages(self._memory(conversation_id).read_messages())
+        """Every stored message of the conversation, as pydantic-ai messages, oldest first.
+
+        They are tagged as stored: a run resumed from them (``message_history=``), in this
+        process or another sharing the store, does not store them again.
+        """
+        messages = to_model_messages(self._memory(conversation_id).read_messages())
+        return _tag(messages, conversation_id)
 
     async def aread_transcript(self, conversation_id: str) -> list[ModelMessage]:
         """Async form of :meth:`read_transcript`."""
-        return to_model_messages(await self._memory(conversation_id).aread_messages())
+        messages = to_model_messages(await self._memory(conversation_id).aread_messages())
+        return _tag(messages, conversation_id)
 
     def close(self) -> None:
         """Close the store when it was opened from a URL here."""
@@ -212,19 +228,36 @@ class ContextfoldHistory:
             tools=self.tools,
         )
 
+    def _fresh(self, messages: Sequence[ModelMessage], conversation_id: str) -> list[ModelMessage]:
+        """The messages this processor has not returned, recorded or read for the conversation.
+
+        Raises:
+            FormatError: an item is not a pydantic-ai ModelRequest or ModelResponse.
+        """
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise FormatError(f"expected a list of pydantic-ai messages, got {messages!r:.80}")
+        for i, m in enumerate(messages):
+            if not isinstance(m, (ModelRequest, ModelResponse)):
+                raise FormatError(
+                    f"expected a pydantic-ai ModelRequest or ModelResponse, got {type(m).__name__}",
+                    index=i,
+                )
+        return [m for m in messages if not _is_ours(m, conversation_id)]
+
     def _untracked(self, messages: Sequence[ModelMessage], conversation_id: str) -> list[Message]:
         """Our form of the messages this processor has not returned for the conversation."""
-        fresh = [m for m in messages if not _is_ours(m, conversation_id)]
+        fresh = self._fresh(messages, conversation_id)
         return from_model_messages(fresh) if fresh else []
 
     def _tagged(self, context: Context, conversation_id: str) -> list[ModelMessage]:
-        out = _merged_requests(to_model_messages(context.messages))
-        for message in out:
-            message.metadata = {
-                **(message.metadata or {}),
-                TAG: {"conversation_id": conversation_id},
-            }
-        return out
+        return _tag(_merged_requests(to_model_messages(context.messages)), conversation_id)
+
+
+def _tag(messages: list[ModelMessage], conversation_id: str) -> list[ModelMessage]:
+    """``messages``, each marked as stored for the conversation (in its ``metadata``)."""
+    for message in messages:
+        message.metadata = {**(message.metadata or {}), TAG: {"conversation_id": conversation_id}}
+    return messages
 
 
 def _merged_requests(messages: list[ModelMessage]) -> list[ModelMessage]:
