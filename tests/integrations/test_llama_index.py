@@ -302,6 +302,39 @@ async def test_set_keeps_a_stored_prefix_and_rewrites_otherwise() -> None:
     await memory.areset()
 
 
+def test_a_summary_merged_into_a_message_keeps_its_documents_and_kwargs() -> None:
+    """The summary is placed in front of the first kept user message's text: rebuilt from
+    its parts, that message lost the PDF attached to it and its additional_kwargs."""
+    import base64
+
+    from llama_index.core.base.llms.types import DocumentBlock
+
+    from contextfold import ExtractiveSummarizer
+
+    strategy = Hybrid(300, keep_recent=2, chunk_size=4, summarizer=ExtractiveSummarizer())
+    memory = ContextfoldMemory("doc-chat", strategy=strategy)
+    for n in range(8):
+        memory.put(ChatMessage(role="user", content=f"Question {n} about refund RF-77{n}. " * 3))
+        memory.put(ChatMessage(role="assistant", content=f"Answer {n}: RF-77{n} in review. " * 3))
+    pdf = base64.b64encode(b"%PDF-1.4 invoice LS-48219")
+    memory.put(
+        ChatMessage(
+            role="user",
+            blocks=[
+                TextBlock(text="Here is the invoice, what is the total?"),
+                DocumentBlock(data=pdf, document_mimetype="application/pdf", title="invoice.pdf"),
+            ],
+            additional_kwargs={"custom": "kept"},
+        )
+    )
+    memory.put(ChatMessage(role="assistant", content="The total is $119.00."))
+    sent = memory.get()
+    asked = next(m for m in sent if m.role.value == "user" and "invoice" in (m.content or ""))
+    assert "summary" in (asked.content or "")  # the case under test: the summary merged in
+    assert [type(b).__name__ for b in asked.blocks][-1] == "DocumentBlock"
+    assert asked.additional_kwargs == {"custom": "kept"}
+
+
 def test_memory_rejects_bad_arguments() -> None:
     with pytest.raises(ConfigError) as info:
         ContextfoldMemory("")

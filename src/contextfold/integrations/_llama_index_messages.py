@@ -13,8 +13,11 @@ A chat message maps onto parts this way:
 * roles ``chatbot`` / ``model`` → ``assistant``, ``function`` → ``tool``.
 
 Blocks we do not model (audio, video, documents, citations, cache points) have no part, so
-strategies do not count them. For an exact round trip every message also records, in
-``extra["llama_index:message"]``, the chat message's JSON form and, in
+strategies do not count them; a message a strategy changed without emptying it (a summary
+merged in front of its text) keeps them and its ``additional_kwargs``, from the record.
+
+For an exact round trip every message also records, in ``extra["llama_index:message"]``,
+the chat message's JSON form and, in
 ``extra["llama_index:parts"]``, a hash of the parts it produced. :func:`to_chat_message`
 gives back that recorded message when role, name and parts still match the record (SDK
 objects in ``additional_kwargs`` come back as their JSON dicts, which LlamaIndex's LLMs
@@ -30,6 +33,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from contextfold.errors import FormatError
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -44,6 +48,8 @@ from contextfold.messages import (
 __all__ = ["RECORD", "from_chat_messages", "to_chat_message", "to_message"]
 
 RECORD = "llama_index:message"
+#: Block types that have a part of ours (the others are kept only in the record).
+_MODELLED = frozenset({"text", "image", "thinking", "tool_call"})
 PARTS_HASH = "llama_index:parts"
 _ROLES: dict[str, Role] = {
     "system": "system",
@@ -90,6 +96,12 @@ def _kwarg_calls(additional: Mapping[str, Any]) -> list[ToolCallPart]:
         if not isinstance(call, Mapping):
             continue
         function = call.get("function") or {}
+        if not isinstance(function, Mapping):
+            raise FormatError(
+                f"a tool call's function must be an object with name and arguments, got "
+                f"{type(function).__name__}",
+                field="additional_kwargs.tool_calls",
+            )
         calls.append(
             ToolCallPart(
                 str(call.get("id") or ""),
@@ -107,7 +119,16 @@ def _parts_hash(role: str, name: str | None, parts: Iterable[Part]) -> str:
 
 
 def to_message(chat: Any, *, id: str | None = None) -> Message:
-    """Our message for a LlamaIndex ``ChatMessage`` (see the module docs for the mapping)."""
+    """Our message for a LlamaIndex ``ChatMessage`` (see the module docs for the mapping).
+
+    Raises:
+        FormatError: ``chat`` is not a ``ChatMessage``, or its ``additional_kwargs`` hold
+            what JSON cannot carry (the message could not be stored).
+    """
+    from llama_index.core.base.llms.types import ChatMessage
+
+    if not isinstance(chat, ChatMessage):
+        raise FormatError(f"expected a LlamaIndex ChatMessage, got {type(chat).__name__}")
     role = _ROLES.get(_role_value(chat), "user")
     additional: Mapping[str, Any] = chat.additional_kwargs or {}
     block_parts = [p for p in (_block_part(b) for b in chat.blocks) if p is not None]
@@ -126,7 +147,11 @@ def to_message(chat: Any, *, id: str | None = None) -> Message:
         block_calls = {p.id for p in block_parts if isinstance(p, ToolCallPart)}
         extra_calls = [c for c in _kwarg_calls(additional) if c.id not in block_calls]
         parts = [*block_parts, *extra_calls]
-    record = {RECORD: chat.model_dump(mode="json"), PARTS_HASH: _parts_hash(role, None, parts)}
+    try:
+        dumped = chat.model_dump(mode="json")
+    except ValueError as exc:  # pydantic's serialization errors are ValueErrors
+        raise FormatError(f"the chat message cannot be stored as JSON: {exc}") from exc
+    record = {RECORD: dumped, PARTS_HASH: _parts_hash(role, None, parts)}
     if id is None:
         return Message(role, tuple(parts), extra=record)
     return Message(role, tuple(parts), id=id, extra=record)
@@ -137,11 +162,28 @@ def to_chat_message(message: Message) -> Any:
     from llama_index.core.base.llms.types import ChatMessage
 
     record = message.extra.get(RECORD)
-    if isinstance(record, Mapping) and message.extra.get(PARTS_HASH) == _parts_hash(
-        message.role, message.name, message.parts
-    ):
+    if not isinstance(record, Mapping):
+        return _build(message)
+    if message.extra.get(PARTS_HASH) == _parts_hash(message.role, message.name, message.parts):
         return ChatMessage.model_validate(record)
-    return _build(message)
+    built = _build(message)
+    if message.role == "tool":
+        return built  # a pruned or edited result: what it held is gone on purpose
+    # Changed without being emptied (a summary merged into it): the blocks we have no part
+    # for (a document, audio) and the extra fields come back from the record, not lost.
+    recorded = ChatMessage.model_validate(record)
+    kept = [b for b in recorded.blocks if getattr(b, "block_type", None) not in _MODELLED]
+    additional = {
+        k: v
+        for k, v in (recorded.additional_kwargs or {}).items()
+        if k not in ("tool_calls", "tool_call_id")
+    }
+    return built.model_copy(
+        update={
+            "blocks": [*built.blocks, *kept],
+            "additional_kwargs": {**additional, **built.additional_kwargs},
+        }
+    )
 
 
 def _build(message: Message) -> Any:
