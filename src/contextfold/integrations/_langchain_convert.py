@@ -39,7 +39,7 @@ from langchain_core.messages import (
 )
 
 from contextfold.errors import FormatError
-from contextfold.formats._common import data_url
+from contextfold.formats._common import check_messages, data_url
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -266,6 +266,7 @@ def to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:
     and tool results inside a user message (Anthropic's layout) become tool messages ahead
     of what is left of it, so the output is valid for every LangChain chat model.
     """
+    check_messages(messages)
     out: list[BaseMessage] = []
     for m in messages:
         out.extend(_dump_message(m))

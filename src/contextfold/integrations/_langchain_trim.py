@@ -17,7 +17,7 @@ from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage, HumanMessage, convert_to_messages
 from langchain_core.messages.utils import count_tokens_approximately
 
-from contextfold.errors import ConfigError
+from contextfold.errors import ConfigError, FormatError
 from contextfold.integrations._langchain_convert import from_langchain, to_langchain
 from contextfold.messages import Message
 from contextfold.strategies.sliding import SlidingWindow
@@ -43,7 +43,17 @@ class LangChainCounter:
         if not callable(count):
             raise ConfigError(f"count must be callable, got {count!r:.80}", argument="count")
         self._count = count
-        self._empty = count([HumanMessage("")])
+        self._empty = self._counted([HumanMessage("")])
+
+    def _counted(self, messages: list[BaseMessage]) -> int:
+        """What the wrapped function counts, checked: a budget needs whole tokens."""
+        n = self._count(messages)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ConfigError(
+                f"the LangChain token counter must return a whole number of tokens, got {n!r:.80}",
+                argument="count",
+            )
+        return n
 
     @property
     def cache_key(self) -> Hashable:
@@ -52,11 +62,11 @@ class LangChainCounter:
 
     def count_text(self, text: str, /) -> int:
         """Tokens of ``text`` as the content of a message, less an empty message's cost."""
-        return max(0, self._count([HumanMessage(text)]) - self._empty)
+        return max(0, self._counted([HumanMessage(text)]) - self._empty)
 
     def count_message(self, message: Message, /) -> int:
         """Tokens of the message as LangChain counts it."""
-        return self._count(to_langchain([message]))
+        return self._counted(to_langchain([message]))
 
     def count_messages(self, messages: Sequence[Message], /) -> int:
         """The sum of :meth:`count_message` (the counter contract is additive)."""
@@ -138,7 +148,10 @@ def trim_messages(
         )
     window = SlidingWindow(max_tokens, tools=tools, reserve_tokens=reserve_tokens)
     counter = as_counter(token_counter)
-    originals = convert_to_messages(list(messages))
+    try:
+        originals = convert_to_messages(list(messages))
+    except (ValueError, TypeError, NotImplementedError) as exc:  # LangChain's own checks
+        raise FormatError(f"cannot read the messages as LangChain messages: {exc}") from exc
     ours = from_langchain(originals)
     start = 0
     if not include_system:

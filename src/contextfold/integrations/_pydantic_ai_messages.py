@@ -37,6 +37,7 @@ from pydantic_ai.messages import ToolCallPart as PaiToolCallPart
 from pydantic_ai.messages import ToolReturnPart as PaiToolReturnPart
 
 from contextfold.errors import FormatError
+from contextfold.formats._common import check_messages
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -94,7 +95,9 @@ def to_model_messages(messages: Sequence[Message]) -> list[ModelMessage]:
     Raises:
         FormatError: the result is not valid for pydantic-ai (a message was built by hand
             with fields it rejects).
+        ConfigError: ``messages`` is not a sequence of our messages.
     """
+    check_messages(messages)
     raws: list[_Raw] = []
     group: object = None
     for message in messages:

@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from contextfold.errors import ConfigError, MissingExtraError
+from contextfold.errors import ConfigError, FormatError, MissingExtraError
 from contextfold.formats import openai_responses
 from contextfold.integrations._cache import (
     CachedSummary,
@@ -75,6 +75,8 @@ def pair_safe_tail(items: Sequence[Item], limit: int) -> list[Item]:
     Responses API rejects. Those outputs are left out, so the tail may hold fewer than
     ``limit`` items.
     """
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise ConfigError(f"limit must be an integer, got {limit!r:.80}", argument="limit")
     tail = list(items[-limit:]) if limit > 0 else []
     calls = {item.get("call_id") for item in tail if not _is_output(item)}
     return [item for item in tail if not _is_output(item) or item.get("call_id") in calls]
@@ -188,6 +190,13 @@ class ContextfoldSession:
         """
         if not items:
             return
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise FormatError(
+                    f"a session item must be a Responses item (a mapping), got "
+                    f"{type(item).__name__}",
+                    index=i,
+                )
         loaded = openai_responses.load([dict(item) for item in items])
         messages = [m.replace(id=new_id()) for m in loaded]
         async with self._lock():
