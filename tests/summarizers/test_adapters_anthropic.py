@@ -276,6 +276,20 @@ async def test_deadline_bounds_the_call(srv: WireServer, clients: Any, how: str)
 
 
 @HOW
+async def test_stream_stopped_before_the_deadline_is_kept_when_it_ends_after_it(
+    srv: WireServer, clients: Any, how: str
+) -> None:
+    # message_stop came in time; only the end of the HTTP stream is late. The answer is
+    # whole, so sync and async both keep it rather than call it a timeout.
+    srv.script(SSEReply([*wire.message_stream([["Deploy ", "on Friday."]]), Pause(1.0)]))
+    res = await run(make(clients, stream=True), request(deadline=time.monotonic() + 0.4), how)
+    assert res.ok, res.reason
+    assert res.text == "Deploy on Friday."
+    assert res.usage is not None
+    assert res.usage.output_tokens == 25
+
+
+@HOW
 async def test_cancel_mid_stream(srv: WireServer, clients: Any, how: str) -> None:
     token = CancelToken()
     pause = 0.05 if how == "sync" else 2.0

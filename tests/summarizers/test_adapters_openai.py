@@ -792,6 +792,35 @@ async def test_stream_that_stalls_past_the_deadline_times_out(
     assert time.monotonic() - start < 0.8  # the next chunk comes only after 1 s
 
 
+@HOW
+async def test_stream_finished_before_the_deadline_is_kept_when_done_comes_after_it(
+    srv: WireServer, clients: Any, how: str
+) -> None:
+    # The finish and usage chunks came in time; only the closing [DONE] is late. The answer
+    # is whole, so sync and async both keep it rather than call it a timeout.
+    items = wire.chat_stream(["Renamed ", "app.py."], usage=wire.chat_usage(prompt=90))
+    srv.script(SSEReply([*items[:-1], Pause(1.0), items[-1]]))
+    res = await run(make(clients, stream=True), request(deadline=time.monotonic() + 0.4), how)
+    assert res.ok, res.reason
+    assert res.text == "Renamed app.py."
+    assert res.usage is not None
+    assert res.usage.input_tokens == 90
+
+
+@HOW
+async def test_stream_finished_before_the_deadline_is_kept_when_a_chunk_comes_after_it(
+    srv: WireServer, clients: Any, how: str
+) -> None:
+    # Each read is within the call's timeout, but the chunk after the finish chunk arrives
+    # past the deadline: the answer was complete before it, so it is no timeout.
+    items = wire.chat_stream(["Renamed ", "app.py."])
+    late = [Pause(0.3), wire.chunk({}), Pause(0.3)]
+    srv.script(SSEReply([*items[:-2], *late, *items[-2:]]))
+    res = await run(make(clients, stream=True), request(deadline=time.monotonic() + 0.45), how)
+    assert res.ok, res.reason
+    assert res.text == "Renamed app.py."
+
+
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -14,7 +14,7 @@ import abc
 import asyncio
 import contextlib
 import inspect
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
@@ -99,12 +99,17 @@ async def guard_async(
     *,
     provider: str,
     model: str | None,
+    answered: Callable[[], SummarizationResult | None] | None = None,
 ) -> T | SummarizationResult:
     """Await ``work`` but give up as soon as the request is cancelled or its deadline passes.
 
     Without a cancel token or a deadline the work is awaited directly. Otherwise it runs as
     a task that is cancelled (closing its HTTP stream) the moment the token fires or the
     deadline passes, so an async caller never waits for the next chunk to notice.
+
+    ``answered`` gives the verdict on an answer already complete when the deadline passed
+    (only the end of its stream was late): that one is returned instead of a timeout, as the
+    sync path keeps it.
     """
     if request.cancel is None and request.deadline is None:
         return await work
@@ -129,6 +134,9 @@ async def guard_async(
     if request.cancelled:
         reason = request.cancel.reason if request.cancel is not None else None
         return SummarizationResult.failure(f"{provider}: {reason or 'cancelled'}", "aborted")
+    kept = answered() if answered is not None else None
+    if kept is not None:
+        return kept
     return SummarizationResult.failure(
         f"{provider}: deadline passed before the answer arrived", "timeout", model=model
     )
@@ -206,11 +214,15 @@ class ProviderSummarizer(abc.ABC):
     def _interrupted(
         self, request: SummaryRequest, acc: StreamAccumulator
     ) -> SummarizationResult | None:
-        """Between stream chunks: cancelled, or past the deadline with the answer unfinished."""
+        """Between stream chunks: cancelled, or past the deadline with the answer unfinished.
+
+        A finished answer is not interrupted by the deadline: what may still come (a usage
+        chunk, ``[DONE]``) adds no text, and the async guard keeps such an answer too.
+        """
         cancelled = self._cancelled(request, getattr(acc, "usage", None))
         if cancelled is not None:
             return cancelled
-        if request.expired:
+        if request.expired and not acc.complete:
             return SummarizationResult.failure(
                 f"{self.provider}: deadline passed while the answer was streaming",
                 "timeout",
@@ -218,22 +230,28 @@ class ProviderSummarizer(abc.ABC):
             )
         return None
 
-    def _flow(self, request: SummaryRequest) -> Generator[_Step, Any, SummarizationResult]:
+    def _fold(self) -> StreamAccumulator | None:
+        """The fold for one call's stream; None when answers are not streamed."""
+        return self._accumulator() if self.stream else None
+
+    def _flow(
+        self, request: SummaryRequest, acc: StreamAccumulator | None
+    ) -> Generator[_Step, Any, SummarizationResult]:
         """One call, sans I/O: yields the steps to perform and receives their outcome.
 
-        An exception raised by a step comes back at its ``yield`` and becomes a failure
-        result; the stream is closed whichever way the reading ends.
+        ``acc`` folds the stream (None for a plain answer); the caller made it, so the
+        async guard can look at it when the deadline passes. An exception raised by a step
+        comes back at its ``yield`` and becomes a failure result; the stream is closed
+        whichever way the reading ends.
         """
-        acc: StreamAccumulator | None = None
         try:
             answer = yield _Step("start")
-            if not self.stream:
+            if acc is None:
                 if request.cancelled:
                     return self._cancelled(request, self._answer_usage(answer)) or self._parse(
                         answer
                     )
                 return self._parse(answer)
-            acc = self._accumulator()
             try:
                 events = yield _Step("open", answer)
                 while (event := (yield _Step("next", events))) is not _END:
@@ -293,21 +311,36 @@ class ProviderSummarizer(abc.ABC):
         if early is not None:
             return early
         try:
-            return drive(self._flow(request), partial(self._perform, request))
+            return drive(self._flow(request, self._fold()), partial(self._perform, request))
         except _Interrupt as stop:
             raise stop.original from None
 
     async def asummarize(self, request: SummaryRequest, /) -> SummarizationResult:
-        """Async form of :meth:`summarize`; cancellation and the deadline act immediately."""
+        """Async form of :meth:`summarize`; cancellation and the deadline act immediately.
+
+        The deadline passing while only the end of a finished stream is awaited keeps the
+        answer, as :meth:`summarize` does.
+        """
         early = precheck(request)
         if early is not None:
             return early
+        acc = self._fold()
+
+        def answered() -> SummarizationResult | None:
+            return acc.result() if acc is not None and acc.complete else None
+
         return await guard_async(
-            self._arun(request), request, provider=self.provider, model=self.model
+            self._arun(request, acc),
+            request,
+            provider=self.provider,
+            model=self.model,
+            answered=answered,
         )
 
-    async def _arun(self, request: SummaryRequest) -> SummarizationResult:
+    async def _arun(
+        self, request: SummaryRequest, acc: StreamAccumulator | None
+    ) -> SummarizationResult:
         try:
-            return await adrive(self._flow(request), partial(self._aperform, request))
+            return await adrive(self._flow(request, acc), partial(self._aperform, request))
         except _Interrupt as stop:
             raise stop.original from None
