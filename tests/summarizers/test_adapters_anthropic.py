@@ -260,6 +260,18 @@ async def test_answer_that_is_not_a_message_is_error(
 
 
 @HOW
+async def test_streamed_call_answered_with_an_html_page_is_an_error_naming_it(
+    srv: WireServer, clients: Any, how: str
+) -> None:
+    srv.script(TextReply("<html><body>502 Bad Gateway</body></html>"))
+    res = await run(make(clients, stream=True), request(), how)
+    assert (res.ok, res.code) == (False, "error"), res.reason
+    assert "not an event stream" in (res.reason or "")
+    assert "text/html" in (res.reason or "")
+    assert "502 Bad Gateway" in (res.reason or "")
+
+
+@HOW
 async def test_timeout(srv: WireServer, clients: Any, how: str) -> None:
     srv.script(JSONReply(wire.message(["late"]), delay=1.0))
     start = time.monotonic()

@@ -141,6 +141,19 @@ async def test_html_page_instead_of_a_completion_fails(srv: WireServer, how: str
 
 
 @HOW
+async def test_streamed_call_answered_with_an_html_page_is_an_error_naming_it(
+    srv: WireServer, how: str
+) -> None:
+    # LiteLLM's stream wrapper makes up a finish chunk for a body with no events.
+    srv.script(TextReply("<html>502 Bad Gateway</html>"))
+    res = await run(make(srv, stream=True), request(), how)
+    assert (res.ok, res.code) == (False, "error"), res.reason
+    assert "not an event stream" in (res.reason or "")
+    assert "text/html" in (res.reason or "")
+    assert "502 Bad Gateway" in (res.reason or "")
+
+
+@HOW
 async def test_timeout(srv: WireServer, how: str) -> None:
     srv.script(JSONReply(wire.chat_completion("late"), delay=1.0))
     res = await run(make(srv, timeout=0.1), request(), how)

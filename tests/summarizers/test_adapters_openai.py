@@ -370,6 +370,29 @@ async def test_answer_that_is_not_a_completion_is_error(
     assert (res.ok, res.code) == (False, "error")
 
 
+@HOW
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize(
+    ("reply", "kind", "quoted"),
+    [
+        (TextReply("<html><body>502 Bad Gateway</body></html>"), "text/html", "502 Bad Gateway"),
+        (JSONReply(wire.chat_completion("Renamed.")), "application/json", "chatcmpl-1"),
+    ],
+    ids=["html-page", "plain-json"],
+)
+async def test_streamed_call_answered_with_no_event_stream_is_an_error_naming_it(
+    srv: WireServer, clients: Any, how: str, api: str, reply: Any, kind: str, quoted: str
+) -> None:
+    # A proxy's error page (or a server ignoring stream=True) answers 200: read as events
+    # it ends before any, which is no truncated summary but an answer of the wrong kind.
+    srv.script(reply)
+    res = await run(make(clients, api=api, stream=True), request(), how)
+    assert (res.ok, res.code) == (False, "error"), res.reason
+    assert "not an event stream" in (res.reason or "")
+    assert kind in (res.reason or "")
+    assert quoted in (res.reason or "")
+
+
 # -- Responses API ------------------------------------------------------------------------------
 
 

@@ -1,9 +1,10 @@
 """The summarize/asummarize template every provider adapter shares, written once.
 
 One call is a sans-I/O generator (:meth:`ProviderSummarizer._flow`): it yields the I/O it
-needs (start the call, open the stream, read the next event, close the stream) and does the
-rest itself: parsing a plain answer, folding stream events, checking cancellation and the
-deadline between chunks, and turning every exception into a failure result. The sync and
+needs (start the call, open the stream, read the next event, close the stream, read the head
+of a body that is no stream) and does the rest itself: parsing a plain answer, refusing a
+streamed answer that is no event stream, folding stream events, checking cancellation and
+the deadline between chunks, and turning every exception into a failure result. The sync and
 async forms only answer those steps, through :func:`contextfold._drive.drive` and
 :func:`~contextfold._drive.adrive`, the same loops every yield protocol uses.
 """
@@ -21,6 +22,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from contextfold._drive import adrive, drive
 from contextfold.summarizers._errors import failure_from_exception
+from contextfold.summarizers._wire import document_type, not_a_stream
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest, Usage, precheck
 from contextfold.summarizers.settings import SummarizerSettings
 
@@ -31,6 +33,9 @@ T = TypeVar("T")
 #: How often the async guard looks at the cancel token and the deadline, in seconds.
 GUARD_INTERVAL = 0.02
 
+#: How much of a body that is no event stream is read, to quote it in the failure.
+HEAD_BYTES = 1024
+
 _END = object()  # what reading past the last stream event gives
 
 
@@ -38,7 +43,7 @@ _END = object()  # what reading past the last stream event gives
 class _Step:
     """One piece of I/O the call flow asks for, with the object it acts on."""
 
-    kind: Literal["start", "open", "next", "close"]
+    kind: Literal["start", "open", "next", "close", "head"]
     target: Any = None
 
 
@@ -78,6 +83,32 @@ def _close_sync(stream: Any) -> None:
     if callable(close):
         with contextlib.suppress(Exception):
             close()
+
+
+def _read_head(response: Any) -> bytes:
+    """The first :data:`HEAD_BYTES` of an HTTP response's body (the rest is left unread)."""
+    head = b""
+    for chunk in response.iter_bytes():
+        head += chunk
+        if len(head) >= HEAD_BYTES:
+            break
+    return head[:HEAD_BYTES]
+
+
+async def _aread_head(response: Any) -> bytes:
+    """:func:`_read_head` for an async HTTP response."""
+    head = b""
+    chunks = response.aiter_bytes()
+    try:
+        async for chunk in chunks:
+            head += chunk
+            if len(head) >= HEAD_BYTES:
+                break
+    finally:
+        close = getattr(chunks, "aclose", None)
+        if callable(close):
+            await close()
+    return head[:HEAD_BYTES]
 
 
 async def _close_async(stream: Any) -> None:
@@ -230,6 +261,25 @@ class ProviderSummarizer(abc.ABC):
             )
         return None
 
+    def _http_response(self, stream: Any) -> Any:
+        """The HTTP response an SDK stream reads (the SDKs' ``response``); None if unknown."""
+        return getattr(stream, "response", None)
+
+    def _no_stream(self, answer: Any) -> Generator[_Step, Any, SummarizationResult | None]:
+        """The failure for a streamed call answered with something else, or None.
+
+        A proxy's HTML error page (or a server ignoring ``stream``) may answer 200: the SDK
+        reads it as a stream with no event, which would pass for an answer cut short. Its
+        declared media type (a document, see :func:`document_type`) tells, and the head of
+        its body is quoted to show what came. Any other answer is read as a stream.
+        """
+        response = self._http_response(answer)
+        kind = document_type(response)
+        if kind is None:
+            return None
+        head = yield _Step("head", response)
+        return not_a_stream(kind, head, provider=self.provider, model=self.model)
+
     def _fold(self) -> StreamAccumulator | None:
         """The fold for one call's stream; None when answers are not streamed."""
         return self._accumulator() if self.stream else None
@@ -253,6 +303,9 @@ class ProviderSummarizer(abc.ABC):
                     )
                 return self._parse(answer)
             try:
+                refused = yield from self._no_stream(answer)
+                if refused is not None:
+                    return refused
                 events = yield _Step("open", answer)
                 while (event := (yield _Step("next", events))) is not _END:
                     # Fed first: a chunk that arrived carries what the call cost.
@@ -276,6 +329,8 @@ class ProviderSummarizer(abc.ABC):
                 return iter(step.target)
             if step.kind == "next":
                 return next(step.target, _END)
+            if step.kind == "head":
+                return _read_head(step.target)
             _close_sync(step.target)
             return None
         except Exception:
@@ -292,6 +347,8 @@ class ProviderSummarizer(abc.ABC):
                 return aiter(step.target)
             if step.kind == "next":
                 return await anext(step.target, _END)
+            if step.kind == "head":
+                return await _aread_head(step.target)
             await _close_async(step.target)
             return None
         except Exception:

@@ -3,6 +3,8 @@
 SDK answers are read through :func:`field` (SDK models and plain dicts alike) and judged by
 :func:`finish_result`, which fails closed; :func:`clamp_tokens` and :func:`request_timeout`
 turn a request's limits and an adapter's settings into the call's output cap and timeout.
+A 200 answer of the wrong kind (a proxy's error page) is told apart by :func:`not_an_answer`
+and, for a streamed call, by :func:`document_type` and :func:`not_a_stream`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ __all__ = [
     "Finish",
     "as_int",
     "clamp_tokens",
+    "document_type",
     "field",
     "finish_result",
+    "not_a_stream",
     "not_an_answer",
     "request_timeout",
     "token_usage",
@@ -62,6 +66,44 @@ def not_an_answer(
     preview = " ".join(str(preview).split())[:120]
     return SummarizationResult.failure(
         f"{provider}: the server's answer is not a {expected}: {preview!r}", "error", model=model
+    )
+
+
+_DOCUMENT_SUBTYPES = frozenset({"html", "xhtml+xml", "xml", "json"})
+
+
+def document_type(response: Any) -> str | None:
+    """The media type of an HTTP response that declares a document (HTML, JSON, XML).
+
+    No event stream is one, whatever its format: Server-Sent Events (``text/event-stream``),
+    Bedrock's ``application/vnd.amazon.eventstream``, or a server that mislabels its stream
+    ``text/plain``. None for those and for a response that declares no type.
+    """
+    headers = getattr(response, "headers", None)
+    value = headers.get("content-type") if isinstance(headers, Mapping) else None
+    if not isinstance(value, str):
+        return None
+    kind = value.split(";", 1)[0].strip().lower()
+    subtype = kind.rpartition("/")[2]
+    if subtype in _DOCUMENT_SUBTYPES or subtype.endswith(("+json", "+xml")):
+        return kind
+    return None
+
+
+def not_a_stream(
+    kind: str, head: bytes, *, provider: str, model: str | None
+) -> SummarizationResult:
+    """The failure for a 200 answer to a streamed call that is no event stream.
+
+    A proxy's HTML error page or a server that ignored ``stream`` holds no event, so read as
+    a stream it would pass for an answer cut short (``truncated``). The reason names the
+    media type ``kind`` and quotes the start of the body ``head``, as :func:`not_an_answer`.
+    """
+    preview = " ".join(head.decode("utf-8", "replace").split())[:120]
+    return SummarizationResult.failure(
+        f"{provider}: the server's answer is not an event stream but {kind}: {preview!r}",
+        "error",
+        model=model,
     )
 
 

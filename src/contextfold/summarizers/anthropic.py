@@ -4,7 +4,9 @@
 the answer into a :class:`SummarizationResult`. It fails closed: ``stop_reason=max_tokens``
 is ``truncated``, ``tool_use`` is ``tool_call``, a stream that never sends
 ``message_stop`` is ``truncated``, HTTP 429 is ``rate_limited``, 5xx and ``overloaded_error``
-(529, also when it arrives as an ``error`` event inside a stream) are ``http_error``.
+(529, also when it arrives as an ``error`` event inside a stream) are ``http_error``, and a
+200 answer that is no message or, to a streamed call, no event stream (a proxy's HTML page)
+is ``error``.
 Thinking blocks are ignored; the text blocks are joined.
 
 Cache use. An *isolated* call writes no ``cache_control`` anywhere, so it never pays for a

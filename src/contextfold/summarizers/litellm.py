@@ -132,3 +132,8 @@ class LiteLLMSummarizer(ProviderSummarizer):
     def _accumulator(self) -> StreamAccumulator:
         # LiteLLM streams OpenAI-shaped chunks; only the provider named in reasons differs.
         return ChatStream(self.model, provider=self.provider)
+
+    def _http_response(self, stream: Any) -> Any:
+        # LiteLLM's wrapper reads the SDK stream it was given (for OpenAI-compatible servers
+        # the ``openai`` one); its own HTTP streams keep no response to look at.
+        return getattr(getattr(stream, "completion_stream", None), "response", None)

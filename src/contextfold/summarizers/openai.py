@@ -8,7 +8,9 @@ streamed.
 Failures never raise: they come back as :class:`SummarizationResult` failures with a code
 (``rate_limited`` for HTTP 429, ``http_error`` for other statuses, ``timeout``, ``aborted``,
 ``truncated`` when the answer hit the token limit or the stream broke off, ``empty``,
-``tool_call``, ``error`` for anything else, malformed stream data included). A leading
+``tool_call``, ``error`` for anything else, malformed stream data included, and a 200
+answer that is no completion or, to a streamed call, no event stream, such as a proxy's
+HTML page). A leading
 ``<think>...</think>`` block, which reasoning models behind compatible servers write into the
 answer text, is dropped like any other thinking.
 
