@@ -162,6 +162,26 @@ async def test_max_tokens_stop_is_truncated(
 
 @HOW
 @pytest.mark.parametrize("stream", [False, True])
+async def test_answer_over_the_output_cap_fails_too_long(
+    srv: WireServer, clients: Any, how: str, stream: bool
+) -> None:
+    # A proxy that drops max_tokens lets the model write on: by the provider's own count the
+    # answer is longer than asked, so it is no summary of the size planned for.
+    usage = wire.usage(output=300)
+    if stream:
+        srv.script(SSEReply(wire.message_stream([["Deploy on Friday. " * 30]], usage_=usage)))
+    else:
+        srv.script(JSONReply(wire.message(["Deploy on Friday. " * 30], usage_=usage)))
+    res = await run(make(clients, stream=stream), request(max_output_tokens=120), how)
+    assert (res.ok, res.code) == (False, "too_long"), res.reason
+    assert "300" in (res.reason or "")
+    assert "120" in (res.reason or "")
+    assert res.usage is not None
+    assert res.usage.output_tokens == 300
+
+
+@HOW
+@pytest.mark.parametrize("stream", [False, True])
 async def test_tool_use_is_tool_call(srv: WireServer, clients: Any, how: str, stream: bool) -> None:
     if stream:
         srv.script(

@@ -191,6 +191,22 @@ async def test_empty_answer(srv: WireServer, how: str, stream: bool) -> None:
 
 @HOW
 @pytest.mark.parametrize("stream", [False, True])
+async def test_answer_over_the_output_cap_fails_too_long(
+    srv: WireServer, how: str, stream: bool
+) -> None:
+    usage = wire.chat_usage(completion=400)
+    text = "Refund issued for order 88412. " * 30
+    if stream:
+        srv.script(SSEReply(wire.chat_stream([text], usage=usage)))
+    else:
+        srv.script(JSONReply(wire.chat_completion(text, usage=usage)))
+    res = await run(make(srv, stream=stream), request(max_output_tokens=100), how)
+    assert (res.ok, res.code) == (False, "too_long"), res.reason
+    assert (res.reason or "").startswith("litellm: ")
+
+
+@HOW
+@pytest.mark.parametrize("stream", [False, True])
 async def test_length_is_truncated(srv: WireServer, how: str, stream: bool) -> None:
     if stream:
         srv.script(SSEReply(wire.chat_stream(["Refund of"], finish_reason="length")))

@@ -273,6 +273,42 @@ async def test_chat_length_finish_is_truncated(
     assert res.usage is not None  # the cost is reported even for a failed call
 
 
+def _answer_reply(api: str, stream: bool, text: str, output: int, reasoning: int) -> Any:
+    """A whole answer of ``text`` whose usage counts ``output`` tokens, ``reasoning`` of them."""
+    if api == "chat":
+        usage = wire.chat_usage(completion=output, reasoning=reasoning)
+        if stream:
+            return SSEReply(wire.chat_stream([text], usage=usage))
+        return JSONReply(wire.chat_completion(text, usage=usage))
+    usage = wire.responses_usage(output=output, reasoning=reasoning)
+    body = wire.response_object(text, usage=usage)
+    if stream:
+        return SSEReply(wire.responses_stream([text], final_response=body))
+    return JSONReply(body)
+
+
+@HOW
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_answer_over_the_output_cap_fails_too_long_its_reasoning_aside(
+    srv: WireServer, clients: Any, how: str, api: str, stream: bool
+) -> None:
+    # A server that ignores the cap (or knows it by another name) writes on: by its own
+    # count the answer is longer than asked, so it is no summary of the size planned for.
+    s = make(clients, api=api, stream=stream)
+    srv.script(_answer_reply(api, stream, "Renamed app.py. " * 40, output=400, reasoning=0))
+    res = await run(s, request(max_output_tokens=100), how)
+    assert (res.ok, res.code) == (False, "too_long"), res.reason
+    assert "400" in (res.reason or "")
+    assert "100" in (res.reason or "")
+    assert res.usage is not None  # the cost is reported even for a failed call
+    assert res.usage.output_tokens == 400
+    # Reasoning tokens are no part of the answer text (a cap may leave them out).
+    srv.script(_answer_reply(api, stream, "Renamed app.py.", output=400, reasoning=350))
+    res = await run(s, request(max_output_tokens=100), how)
+    assert res.ok, res.reason
+
+
 @HOW
 @pytest.mark.parametrize("stream", [False, True])
 async def test_chat_tool_call_instead_of_text(

@@ -629,13 +629,13 @@ def _template_summarizer(stream: _Stream) -> Any:
         async def _astart(self, request: SummaryRequest) -> Any:
             return stream
 
-        def _parse(self, response: Any) -> SummarizationResult:
+        def _parse(self, response: Any, cap: int | None) -> SummarizationResult:
             raise AssertionError("streamed calls are not parsed")
 
-        def _accumulator(self) -> Any:
+        def _accumulator(self, cap: int | None) -> Any:
             from contextfold.summarizers._chat import ChatStream
 
-            return ChatStream("m")
+            return ChatStream("m", cap=cap)
 
     return Streaming()
 

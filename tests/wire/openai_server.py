@@ -29,13 +29,16 @@ def error_reply(status: int, message: str = "boom", **kwargs: Any) -> JSONReply:
 # -- Chat Completions ---------------------------------------------------------------------
 
 
-def chat_usage(prompt: int = 120, completion: int = 30, cached: int = 0) -> dict[str, Any]:
+def chat_usage(
+    prompt: int = 120, completion: int = 30, cached: int = 0, reasoning: int = 0
+) -> dict[str, Any]:
+    """Chat Completions usage; ``completion`` counts the ``reasoning`` tokens too."""
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
         "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
-        "completion_tokens_details": {"reasoning_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
     }
 
 
@@ -138,12 +141,15 @@ def chat_tool_stream(
 # -- Responses API ----------------------------------------------------------------------------
 
 
-def responses_usage(input: int = 200, output: int = 40, cached: int = 0) -> dict[str, Any]:
+def responses_usage(
+    input: int = 200, output: int = 40, cached: int = 0, reasoning: int = 0
+) -> dict[str, Any]:
+    """Responses usage; ``output`` counts the ``reasoning`` tokens too."""
     return {
         "input_tokens": input,
         "input_tokens_details": {"cached_tokens": cached},
         "output_tokens": output,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": input + output,
     }
 

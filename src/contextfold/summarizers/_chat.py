@@ -15,6 +15,7 @@ from contextfold.formats.tools import tools_for_openai_chat
 from contextfold.messages import Message
 from contextfold.summarizers._wire import (
     Finish,
+    answer_tokens,
     as_int,
     field,
     finish_result,
@@ -110,10 +111,14 @@ def _chat_finish(reason: Any) -> Finish | None:
     return _CHAT_FINISH.get(str(reason), "stop")
 
 
-def parse_chat(response: Any, model: str, *, provider: str = "openai") -> SummarizationResult:
-    """The verdict on a plain Chat Completions answer; ``provider`` names who served it."""
+def parse_chat(
+    response: Any, model: str, *, provider: str = "openai", cap: int | None = None
+) -> SummarizationResult:
+    """The verdict on a plain Chat Completions answer; ``provider`` names who served it and
+    ``cap`` is the output cap the call asked for."""
     answered_by = field(response, "model") or model
-    usage = chat_usage(field(response, "usage"))
+    raw_usage = field(response, "usage")
+    usage = chat_usage(raw_usage)
     choices = field(response, "choices")
     if isinstance(response, (str, bytes)) or choices is None:
         return not_an_answer(response, "chat completion", provider=provider, model=answered_by)
@@ -139,6 +144,8 @@ def parse_chat(response: Any, model: str, *, provider: str = "openai") -> Summar
         usage=usage,
         tool_called=tool_called,
         detail=str(refusal) if refusal else None,
+        cap=cap,
+        tokens=answer_tokens(raw_usage, "completion_tokens"),
     )
 
 
@@ -146,18 +153,20 @@ class ChatStream:
     """Folds ``chat.completion.chunk`` events: text deltas, tool-call deltas, finish, usage.
 
     ``provider`` names who served the stream in failure reasons (LiteLLM streams the same
-    chunks as OpenAI).
+    chunks as OpenAI); ``cap`` is the output cap the call asked for.
     """
 
-    def __init__(self, model: str, *, provider: str = "openai") -> None:
+    def __init__(self, model: str, *, provider: str = "openai", cap: int | None = None) -> None:
         self.model = model
         self.provider = provider
+        self.cap = cap
         self.events = 0
         self.pieces: list[str] = []
         self.refusal: list[str] = []
         self.tool_called = False
         self.finish: Finish | None = None
         self.usage: Usage | None = None
+        self.tokens: int | None = None  # the answer's, by the provider's count
 
     @property
     def complete(self) -> bool:
@@ -169,6 +178,7 @@ class ChatStream:
         usage = field(chunk, "usage")
         if usage is not None:
             self.usage = chat_usage(usage)
+            self.tokens = answer_tokens(usage, "completion_tokens")
         for choice in field(chunk, "choices") or []:
             if as_int(field(choice, "index")) != 0:
                 continue
@@ -199,4 +209,6 @@ class ChatStream:
             usage=self.usage,
             tool_called=self.tool_called,
             detail="".join(self.refusal) or None,
+            cap=self.cap,
+            tokens=self.tokens,
         )

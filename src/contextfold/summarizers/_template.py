@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from contextfold._drive import adrive, drive
 from contextfold.summarizers._errors import failure_from_exception
-from contextfold.summarizers._wire import document_type, not_a_stream
+from contextfold.summarizers._wire import clamp_tokens, document_type, not_a_stream
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest, Usage, precheck
 from contextfold.summarizers.settings import SummarizerSettings
 
@@ -177,9 +177,10 @@ class ProviderSummarizer(abc.ABC):
     """The summarize/asummarize template every provider adapter shares.
 
     Subclasses say how to start a call (:meth:`_start` / :meth:`_astart`), how to read a
-    plain answer (:meth:`_parse`) and how to fold a stream (:meth:`_accumulator`). This
-    class does the rest once: the pre-checks, cancellation and deadline checks between
-    chunks, closing the stream, and turning every exception into a failure result.
+    plain answer (:meth:`_parse`) and how to fold a stream (:meth:`_accumulator`), both
+    judged against the output cap the call asks for (:meth:`_output_cap`). This class does
+    the rest once: the pre-checks, cancellation and deadline checks between chunks, closing
+    the stream, and turning every exception into a failure result.
     """
 
     provider: ClassVar[str] = "provider"
@@ -200,12 +201,17 @@ class ProviderSummarizer(abc.ABC):
         """Send the request asynchronously; a response object or an async stream."""
 
     @abc.abstractmethod
-    def _parse(self, response: Any) -> SummarizationResult:
-        """The result of a plain (non-streamed) answer."""
+    def _parse(self, response: Any, cap: int | None) -> SummarizationResult:
+        """The result of a plain (non-streamed) answer to a call asking for ``cap`` tokens."""
 
     @abc.abstractmethod
-    def _accumulator(self) -> StreamAccumulator:
-        """A fresh fold for one streamed answer."""
+    def _accumulator(self, cap: int | None) -> StreamAccumulator:
+        """A fresh fold for one streamed answer to a call asking for ``cap`` tokens."""
+
+    def _output_cap(self, request: SummaryRequest) -> int | None:
+        """The output cap the call for ``request`` sends: the request's or the settings',
+        whichever is smaller (None when neither is set)."""
+        return clamp_tokens(request.max_output_tokens, self.settings.max_output_tokens)
 
     def _fail(
         self, exc: BaseException, request: SummaryRequest, acc: StreamAccumulator | None
@@ -238,7 +244,7 @@ class ProviderSummarizer(abc.ABC):
     def _answer_usage(self, answer: Any) -> Usage | None:
         """What a plain answer cost, read without judging it (None when unreadable)."""
         try:
-            return self._parse(answer).usage
+            return self._parse(answer, None).usage
         except Exception:
             return None
 
@@ -280,9 +286,9 @@ class ProviderSummarizer(abc.ABC):
         head = yield _Step("head", response)
         return not_a_stream(kind, head, provider=self.provider, model=self.model)
 
-    def _fold(self) -> StreamAccumulator | None:
+    def _fold(self, request: SummaryRequest) -> StreamAccumulator | None:
         """The fold for one call's stream; None when answers are not streamed."""
-        return self._accumulator() if self.stream else None
+        return self._accumulator(self._output_cap(request)) if self.stream else None
 
     def _flow(
         self, request: SummaryRequest, acc: StreamAccumulator | None
@@ -297,11 +303,12 @@ class ProviderSummarizer(abc.ABC):
         try:
             answer = yield _Step("start")
             if acc is None:
+                cap = self._output_cap(request)
                 if request.cancelled:
                     return self._cancelled(request, self._answer_usage(answer)) or self._parse(
-                        answer
+                        answer, cap
                     )
-                return self._parse(answer)
+                return self._parse(answer, cap)
             try:
                 refused = yield from self._no_stream(answer)
                 if refused is not None:
@@ -368,7 +375,7 @@ class ProviderSummarizer(abc.ABC):
         if early is not None:
             return early
         try:
-            return drive(self._flow(request, self._fold()), partial(self._perform, request))
+            return drive(self._flow(request, self._fold(request)), partial(self._perform, request))
         except _Interrupt as stop:
             raise stop.original from None
 
@@ -381,7 +388,7 @@ class ProviderSummarizer(abc.ABC):
         early = precheck(request)
         if early is not None:
             return early
-        acc = self._fold()
+        acc = self._fold(request)
 
         def answered() -> SummarizationResult | None:
             return acc.result() if acc is not None and acc.complete else None

@@ -1,7 +1,8 @@
 """Reading provider answers and sizing provider calls, alike for every adapter.
 
 SDK answers are read through :func:`field` (SDK models and plain dicts alike) and judged by
-:func:`finish_result`, which fails closed; :func:`clamp_tokens` and :func:`request_timeout`
+:func:`finish_result`, which fails closed, against the output cap too (by the provider's own
+count, :func:`answer_tokens`); :func:`clamp_tokens` and :func:`request_timeout`
 turn a request's limits and an adapter's settings into the call's output cap and timeout.
 A 200 answer of the wrong kind (a proxy's error page) is told apart by :func:`not_an_answer`
 and, for a streamed call, by :func:`document_type` and :func:`not_a_stream`.
@@ -16,6 +17,7 @@ from contextfold.summarizers.base import FailureCode, SummarizationResult, Summa
 
 __all__ = [
     "Finish",
+    "answer_tokens",
     "as_int",
     "clamp_tokens",
     "document_type",
@@ -128,6 +130,20 @@ def as_int(value: Any) -> int:
     return 0
 
 
+def answer_tokens(usage: Any, output_key: str) -> int | None:
+    """The answer's own tokens by the provider's count; None when it reports none.
+
+    That is the output figure ``output_key`` less the reasoning tokens reported in
+    ``<output_key>_details``: reasoning is no part of the answer text, and some servers'
+    output caps leave it out (DeepSeek's reasoner), so it must not fail a summary.
+    """
+    output = field(usage, output_key)
+    if output is None:
+        return None
+    reasoning = field(field(usage, f"{output_key}_details"), "reasoning_tokens")
+    return max(as_int(output) - as_int(reasoning), 0)
+
+
 def finish_result(
     text: str,
     finish: Finish | None,
@@ -137,12 +153,17 @@ def finish_result(
     usage: Usage | None,
     tool_called: bool = False,
     detail: str | None = None,
+    cap: int | None = None,
+    tokens: int | None = None,
 ) -> SummarizationResult:
     """The verdict on a finished answer, failing closed.
 
     A tool call beats everything (the model did not do what was asked), then a cut-off
     answer (a partial summary would silently lose facts), then filters and refusals, then
-    an empty answer. Only a complete, non-empty text answer is a success.
+    an empty answer, then one longer than its cap (a server that ignored the cap: the
+    summary would take more room than its caller planned, and cutting it would lose facts
+    as a cut-off answer does). Only a complete, non-empty text answer within its cap is a
+    success.
 
     Args:
         text: the answer text, text blocks joined.
@@ -152,6 +173,9 @@ def finish_result(
         usage: what the call cost, kept on failures too.
         tool_called: the answer contains a tool call.
         detail: extra words for the reason (the provider's own reason string).
+        cap: the output cap the call asked for (None: none was sent).
+        tokens: the answer's tokens by the provider's count (:func:`answer_tokens`); None
+            when it reports none, and the answer is then not judged against ``cap``.
     """
     extra = f" ({detail})" if detail else ""
 
@@ -175,6 +199,12 @@ def finish_result(
     body = text.strip()
     if not body:
         return fail("the answer has no text", "empty")
+    if cap is not None and tokens is not None and tokens > cap:
+        return fail(
+            f"the answer has {tokens} tokens, over the output cap of {cap} it was asked for "
+            "(the server ignored the cap)",
+            "too_long",
+        )
     return SummarizationResult.success(body, usage=usage, model=model)
 
 

@@ -2,7 +2,8 @@
 
 :class:`AnthropicSummarizer` sends one Messages request, plain or streamed (SSE), and turns
 the answer into a :class:`SummarizationResult`. It fails closed: ``stop_reason=max_tokens``
-is ``truncated``, ``tool_use`` is ``tool_call``, a stream that never sends
+is ``truncated``, an answer whose ``output_tokens`` exceed the ``max_tokens`` sent (a proxy
+that dropped it) is ``too_long``, ``tool_use`` is ``tool_call``, a stream that never sends
 ``message_stop`` is ``truncated``, HTTP 429 is ``rate_limited``, 5xx and ``overloaded_error``
 (529, also when it arrives as an ``error`` event inside a stream) are ``http_error``, and a
 200 answer that is no message or, to a streamed call, no event stream (a proxy's HTML page)
@@ -138,6 +139,13 @@ class AnthropicSummarizer(SDKSummarizer):
 
     # -- request -----------------------------------------------------------------------
 
+    def _output_cap(self, request: SummaryRequest) -> int:
+        """``max_tokens`` for ``request``: the smaller cap, never none (the API needs one)."""
+        return (
+            clamp_tokens(request.max_output_tokens, self.max_output_tokens)
+            or DEFAULT_MAX_OUTPUT_TOKENS
+        )
+
     def build_request(self, request: SummaryRequest) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for ``request``.
 
@@ -147,10 +155,7 @@ class AnthropicSummarizer(SDKSummarizer):
         cache breakpoint at the end of the replay (see :func:`mark_replay_end`).
         """
         kwargs: dict[str, Any] = {"model": self.model}
-        kwargs["max_tokens"] = (
-            clamp_tokens(request.max_output_tokens, self.max_output_tokens)
-            or DEFAULT_MAX_OUTPUT_TOKENS
-        )
+        kwargs["max_tokens"] = self._output_cap(request)
         if request.mode == "cache_aligned":
             from contextfold.formats import anthropic as anthropic_format
 
@@ -181,7 +186,7 @@ class AnthropicSummarizer(SDKSummarizer):
 
     # -- answers -----------------------------------------------------------------------
 
-    def _parse(self, response: Any) -> SummarizationResult:
+    def _parse(self, response: Any, cap: int | None) -> SummarizationResult:
         answered_by = field(response, "model") or self.model
         if isinstance(response, (str, bytes)) or field(response, "content") is None:
             return not_an_answer(response, "message", provider=self.provider, model=answered_by)
@@ -195,18 +200,21 @@ class AnthropicSummarizer(SDKSummarizer):
                 tool_called = True
         reason = field(response, "stop_reason")
         finish = _STOP.get(str(reason), "stop") if reason is not None else "stop"
+        usage = anthropic_usage(field(response, "usage"))
         return finish_result(
             "\n".join(t for t in texts if t),
             finish,
             provider=self.provider,
             model=answered_by,
-            usage=anthropic_usage(field(response, "usage")),
+            usage=usage,
             tool_called=tool_called,
             detail=f"stop_reason={reason}" if finish != "stop" else None,
+            cap=cap,
+            tokens=_answer_tokens(usage),
         )
 
-    def _accumulator(self) -> StreamAccumulator:
-        return _MessageStream(self.model)
+    def _accumulator(self, cap: int | None) -> StreamAccumulator:
+        return _MessageStream(self.model, cap)
 
 
 MAX_CACHE_BREAKPOINTS = 4  # the Messages API rejects requests with more
@@ -327,11 +335,18 @@ def anthropic_usage(usage: Any, base: Usage | None = None) -> Usage | None:
     )
 
 
+def _answer_tokens(usage: Usage | None) -> int | None:
+    """The answer's tokens by Anthropic's count: its output, thinking included (as
+    ``max_tokens`` includes it); None when no usage came."""
+    return usage.output_tokens if usage is not None else None
+
+
 class _MessageStream:
     """Folds Messages streaming events up to ``message_stop``."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, cap: int | None) -> None:
         self.model = model
+        self.cap = cap
         self.events = 0
         self.blocks: dict[int, list[str]] = {}
         self.tool_called = False
@@ -387,4 +402,6 @@ class _MessageStream:
             usage=self.usage,
             tool_called=self.tool_called,
             detail=f"stop_reason={self.stop_reason}" if finish not in ("stop", None) else None,
+            cap=self.cap,
+            tokens=_answer_tokens(self.usage),
         )

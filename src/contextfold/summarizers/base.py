@@ -40,6 +40,7 @@ FailureCode: TypeAlias = Literal[
     "timeout",  # the deadline passed or the request timed out
     "aborted",  # cancelled through the cancel token, or the stream was aborted
     "truncated",  # finish_reason=length / stop_reason=max_tokens / stream cut short
+    "too_long",  # longer than the output cap asked for, by the provider's count
     "empty",  # no text in the answer
     "tool_call",  # the model called a tool instead of writing text
     "not_smaller",  # the summary is not smaller than what it replaces

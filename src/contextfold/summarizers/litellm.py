@@ -5,7 +5,8 @@ each provider), sends it with ``litellm.completion`` / ``litellm.acompletion``, 
 streamed, and maps the answer and LiteLLM's exception classes to the same failure codes as
 the other adapters: ``rate_limited`` (429), ``http_error`` (other statuses), ``timeout``,
 ``aborted``, ``truncated`` (``finish_reason=length`` or a stream that breaks off),
-``empty``, ``tool_call`` and ``error``.
+``too_long`` (longer than the ``max_tokens`` sent, by the provider's count), ``empty``,
+``tool_call`` and ``error``.
 
 ``litellm`` is imported on first use, never at import time: it is slow to import, and it may
 try to download its model price map then (set ``LITELLM_LOCAL_MODEL_COST_MAP=True`` in the
@@ -20,7 +21,7 @@ from contextfold.errors import ConfigError
 from contextfold.summarizers._chat import ChatStream, chat_body, parse_chat
 from contextfold.summarizers._extras import ensure_installed, import_extra
 from contextfold.summarizers._template import ProviderSummarizer, StreamAccumulator
-from contextfold.summarizers._wire import clamp_tokens, request_timeout
+from contextfold.summarizers._wire import request_timeout
 from contextfold.summarizers.base import SummarizationResult, SummaryRequest
 from contextfold.summarizers.settings import SummarizerSettings, settings_or_default
 
@@ -99,7 +100,7 @@ class LiteLLMSummarizer(ProviderSummarizer):
                 request, prompts=settings.prompts, tool_result_limit=settings.tool_result_limit
             )
         )
-        cap = clamp_tokens(request.max_output_tokens, settings.max_output_tokens)
+        cap = self._output_cap(request)
         if cap is not None:
             kwargs["max_tokens"] = cap
         if settings.temperature is not None:
@@ -126,12 +127,12 @@ class LiteLLMSummarizer(ProviderSummarizer):
         litellm = import_extra("litellm", "LiteLLMSummarizer", "litellm")
         return await litellm.acompletion(**self.build_request(request))
 
-    def _parse(self, response: Any) -> SummarizationResult:
-        return parse_chat(response, self.model, provider=self.provider)
+    def _parse(self, response: Any, cap: int | None) -> SummarizationResult:
+        return parse_chat(response, self.model, provider=self.provider, cap=cap)
 
-    def _accumulator(self) -> StreamAccumulator:
+    def _accumulator(self, cap: int | None) -> StreamAccumulator:
         # LiteLLM streams OpenAI-shaped chunks; only the provider named in reasons differs.
-        return ChatStream(self.model, provider=self.provider)
+        return ChatStream(self.model, provider=self.provider, cap=cap)
 
     def _http_response(self, stream: Any) -> Any:
         # LiteLLM's wrapper reads the SDK stream it was given (for OpenAI-compatible servers

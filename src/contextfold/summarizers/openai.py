@@ -7,8 +7,9 @@ streamed.
 
 Failures never raise: they come back as :class:`SummarizationResult` failures with a code
 (``rate_limited`` for HTTP 429, ``http_error`` for other statuses, ``timeout``, ``aborted``,
-``truncated`` when the answer hit the token limit or the stream broke off, ``empty``,
-``tool_call``, ``error`` for anything else, malformed stream data included, and a 200
+``truncated`` when the answer hit the token limit or the stream broke off, ``too_long``
+when the provider counts it longer than the cap asked for, ``empty``, ``tool_call``,
+``error`` for anything else, malformed stream data included, and a 200
 answer that is no completion or, to a streamed call, no event stream, such as a proxy's
 HTML page). A leading
 ``<think>...</think>`` block, which reasoning models behind compatible servers write into the
@@ -34,7 +35,7 @@ from contextfold.summarizers._provider import SDKSummarizer
 from contextfold.summarizers._template import StreamAccumulator
 from contextfold.summarizers._wire import (
     Finish,
-    clamp_tokens,
+    answer_tokens,
     field,
     finish_result,
     not_an_answer,
@@ -147,7 +148,7 @@ class OpenAISummarizer(SDKSummarizer):
         """
         settings = self.settings
         kwargs: dict[str, Any] = {"model": self.model}
-        cap = clamp_tokens(request.max_output_tokens, settings.max_output_tokens)
+        cap = self._output_cap(request)
         body = chat_body if self.api == "chat" else _responses_body
         kwargs.update(
             body(request, prompts=settings.prompts, tool_result_limit=settings.tool_result_limit)
@@ -182,15 +183,15 @@ class OpenAISummarizer(SDKSummarizer):
 
     # -- answers -----------------------------------------------------------------------
 
-    def _parse(self, response: Any) -> SummarizationResult:
+    def _parse(self, response: Any, cap: int | None) -> SummarizationResult:
         if self.api == "chat":
-            return parse_chat(response, self.model)
-        return _parse_response(response, self.model)
+            return parse_chat(response, self.model, cap=cap)
+        return _parse_response(response, self.model, cap)
 
-    def _accumulator(self) -> StreamAccumulator:
+    def _accumulator(self, cap: int | None) -> StreamAccumulator:
         if self.api == "chat":
-            return ChatStream(self.model)
-        return _ResponsesStream(self.model)
+            return ChatStream(self.model, cap=cap)
+        return _ResponsesStream(self.model, cap)
 
 
 # -- Responses API --------------------------------------------------------------------------
@@ -254,10 +255,11 @@ def _reported_error(error: Any, fallback: str) -> tuple[str, bool]:
 
 
 def _response_verdict(
-    response: Any, model: str, streamed_text: str | None = None
+    response: Any, model: str, cap: int | None, streamed_text: str | None = None
 ) -> SummarizationResult:
     answered_by = field(response, "model") or model
-    usage = responses_usage(field(response, "usage"))
+    raw_usage = field(response, "usage")
+    usage = responses_usage(raw_usage)
     text, refusal, tool_called = _response_parts(response)
     if not text and streamed_text:
         text = streamed_text
@@ -291,13 +293,15 @@ def _response_verdict(
         usage=usage,
         tool_called=tool_called,
         detail=detail,
+        cap=cap,
+        tokens=answer_tokens(raw_usage, "output_tokens"),
     )
 
 
-def _parse_response(response: Any, model: str) -> SummarizationResult:
+def _parse_response(response: Any, model: str, cap: int | None) -> SummarizationResult:
     if isinstance(response, (str, bytes)) or field(response, "output") is None:
         return not_an_answer(response, "response object", provider="openai", model=model)
-    return _response_verdict(response, model)
+    return _response_verdict(response, model, cap)
 
 
 class _ResponsesStream:
@@ -305,8 +309,9 @@ class _ResponsesStream:
 
     _FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, cap: int | None) -> None:
         self.model = model
+        self.cap = cap
         self.events = 0
         self.pieces: list[str] = []
         self.tool_called = False
@@ -345,7 +350,7 @@ class _ResponsesStream:
                 usage=None,
                 tool_called=self.tool_called,
             )
-        verdict = _response_verdict(self.final, self.model, streamed_text=text)
+        verdict = _response_verdict(self.final, self.model, self.cap, streamed_text=text)
         if self.tool_called and verdict.code != "tool_call":
             return SummarizationResult.failure(
                 "openai: the model called a tool instead of writing the summary",

@@ -36,7 +36,8 @@ class SummarizerSettings:
     Attributes:
         max_output_tokens: the most the model may write; the request's own cap also applies
             and the smaller wins. None leaves it to the provider (Anthropic, which requires a
-            value, then gets 4096).
+            value, then gets 4096). An answer the provider counts longer than the cap sent (a
+            server that ignored it) fails with ``too_long``.
         temperature: sampling temperature, when the model accepts one.
         timeout: seconds per call when the request has no deadline (a deadline, when set,
             bounds the call instead, whichever is shorter); also the timeout of a client the
