@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import uuid
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from contextfold import ConfigError, Message, ToolCallPart
 from contextfold.stores import InMemoryStore
-from contextfold.stores.base import has_async_search, has_search
+from contextfold.stores.base import StoredMessage, has_async_search, has_search
 from contextfold.stores.sqlite import SQLiteStore
 
 
@@ -356,6 +357,58 @@ def test_a_memory_follows_its_conversation_deleted_and_written_again(
     context = mine.build_context()
     assert not any("OLD" in m.text for m in context.messages)
     assert "NEW" in context.messages[-1].text  # excerpts of the new log
+
+
+def test_an_in_memory_search_overtaken_by_a_rewrite_answers_from_one_whole_log(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A search has read the log and learnt how far its index goes when another thread
+    # deletes the conversation, writes it again and searches it. The first search must
+    # still answer from one whole log: it once found the index replaced and began a new
+    # one past what the old one held, with the old log's last message only.
+    from contextfold.stores import _search
+
+    store, c = InMemoryStore(), cid()
+    store.append(c, [Message.user(f"old note {i} marker", id=f"old{i}") for i in range(3)])
+    assert len(store.search(c, "marker")) == 3
+    store.append(c, [Message.user("old note 3 marker", id="old3")])
+    reached, resume = threading.Event(), threading.Event()
+    indexed_upto = _search.LogIndexes.indexed_upto
+
+    def pausing(self: _search.LogIndexes, cid: str, first_id: str | None) -> Any:
+        found = indexed_upto(self, cid, first_id)
+        if threading.current_thread().name == "overtaken":
+            reached.set()
+            resume.wait(5)
+        return found
+
+    monkeypatch.setattr(_search.LogIndexes, "indexed_upto", pausing)
+    answers: dict[str, list[StoredMessage]] = {}
+
+    def rewrite() -> None:
+        store.delete(c)
+        store.append(c, [Message.user(f"new note {i} marker", id=f"new{i}") for i in range(2)])
+        answers["rewrite"] = store.search(c, "marker")
+
+    overtaken = threading.Thread(
+        target=lambda: answers.setdefault("overtaken", store.search(c, "marker")),
+        name="overtaken",
+    )
+    overtaken.start()
+    assert reached.wait(5)
+    rewriter = threading.Thread(target=rewrite)
+    rewriter.start()
+    rewriter.join(0.5)  # done at once unless the paused search keeps the store from it
+    resume.set()
+    overtaken.join(5)
+    rewriter.join(5)
+
+    def seen(hits: list[StoredMessage]) -> list[tuple[int, str]]:
+        return sorted((h.seq, h.message.text.split()[0]) for h in hits)
+
+    assert seen(answers["overtaken"]) == [(1, "old"), (2, "old"), (3, "old"), (4, "old")]
+    assert seen(answers["rewrite"]) == [(1, "new"), (2, "new")]
+    assert seen(store.search(c, "marker")) == [(1, "new"), (2, "new")]
 
 
 def test_equal_scores_go_to_the_newer_message(store: Any) -> None:

@@ -382,6 +382,13 @@ class InMemoryStore:
         self.close()
 
     # -- search: a BM25 index per conversation, filled from the log on each search ------
+    #
+    # A search reads the log and extends its index under the store's lock, as every other
+    # operation runs: no delete or rewriting append comes between what the index holds and
+    # what is added, so it covers exactly one log, 1..n. (Read unlocked, a search learnt how
+    # far the index went, then found it replaced, by a delete or by a search of the log
+    # written again, and began a new one from there: it held the log's tail only, and later
+    # searches took it for whole.) Only what came since the last search is indexed.
 
     def _search_indexes(self) -> LogIndexes:
         indexes: LogIndexes | None = getattr(self, "_log_indexes", None)
@@ -407,17 +414,15 @@ class InMemoryStore:
         with self._lock:
             self._check_open()
             conv = self._conversations.get(cid)
-            # The list only ever grows, so its first ``size`` items can be read unlocked.
-            log: list[Message] = conv.messages if conv is not None else []
-            size = len(log)
-            serial = conv.serial if conv is not None else 0
-        if not size:
-            return []
-        # The serial tells a conversation written again after a delete from the old one.
-        done, _ = indexes.indexed_upto(cid, str(serial))
-        new = ((seq, log[seq - 1]) for seq in range(done + 1, size + 1))
-        hits = indexes.search(cid, str(serial), new, query, limit=limit, before_seq=before_seq)
-        return [StoredMessage(seq, log[seq - 1]) for seq, _ in hits]
+            if conv is None or not conv.messages:
+                return []
+            log = conv.messages
+            # The serial tells a conversation written again after a delete from the old one.
+            serial = str(conv.serial)
+            done, _ = indexes.indexed_upto(cid, serial)
+            new = ((seq, log[seq - 1]) for seq in range(done + 1, len(log) + 1))
+            hits = indexes.search(cid, serial, new, query, limit=limit, before_seq=before_seq)
+            return [StoredMessage(seq, log[seq - 1]) for seq, _ in hits]
 
     async def asearch(
         self,
