@@ -382,7 +382,8 @@ def test_recording_each_run_then_continuing_from_it_stores_every_message_once() 
     agent = counting_agent(processor, seen)
     history: list[ModelMessage] = []
     for question in ("q1", "q2", "q3"):
-        history = agent.run_sync(question, message_history=history).all_messages()
+        # asyncio.run, not run_sync: that leaves its event loop open for the collector
+        history = asyncio.run(agent.run(question, message_history=history)).all_messages()
         processor.record(history, conversation_id="chat-1")
     transcript = processor.read_transcript("chat-1")
     texts = [getattr(p, "content", None) for m in transcript for p in m.parts]
@@ -396,12 +397,12 @@ def test_a_run_resumed_from_the_transcript_in_another_process_does_not_store_it_
     url = f"sqlite:///{tmp_path / 'pai.db'}"
     first = history_processor(SlidingWindow(4000), store=url, conversation_id="c")
     seen: list[int] = []
-    result = counting_agent(first, seen).run_sync("first question")
+    result = asyncio.run(counting_agent(first, seen).run("first question"))
     first.record(result.all_messages(), conversation_id="c")
     first.close()
     second = history_processor(SlidingWindow(4000), store=url, conversation_id="c")
     agent = counting_agent(second, seen)
-    agent.run_sync("second question", message_history=second.read_transcript("c"))
+    asyncio.run(agent.run("second question", message_history=second.read_transcript("c")))
     assert seen == [1, 3]
     assert len(second.read_transcript("c")) == 3  # two questions and the first answer
     second.close()
