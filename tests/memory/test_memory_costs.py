@@ -178,3 +178,21 @@ def test_the_summary_calls_of_a_conflicted_attempt_still_count() -> None:
     single = ConversationMemory(strategy=Checkpoint(one, max_tokens=300))
     invoices(single, 10)
     assert stats.summarizer_tokens == 2 * single.build_context().stats.summarizer_tokens > 0
+
+
+def test_a_retried_append_keeps_the_memorys_lifetime_figures() -> None:
+    """A message appended again (a retry after a lost reply) is acknowledged at the seq it
+    holds: that is no sign of a log written again, and nothing the memory counted is lost."""
+    memory = ConversationMemory(strategy=SlidingWindow(300), prices=SONNET)
+    invoices(memory)
+    question = Message.user("And the refund for INV-0003?", id="q-1")
+    memory.add(question)
+    first = memory.build_context().stats
+    memory.add(question)  # the retry: stored once, acknowledged
+    second = memory.build_context().stats
+    assert second.message_count == first.message_count
+    assert second.stable_prefix_tokens is not None  # the cache simulation went on
+    assert second.lifetime_tokens_saved == first.tokens_saved + second.tokens_saved
+    assert second.lifetime_cost_usd == pytest.approx(
+        first.estimated_cost_usd + second.estimated_cost_usd
+    )

@@ -168,9 +168,12 @@ class MemoryCore(Searcher, Totals):
         log was empty, so this memory has seen every message and counts each one once.
         """
         seen = max(len(self.prefix), self.seg_end if self.seg else 0, self.total_upto)
-        if seqs and seqs[0] <= seen:
-            # The append landed at a seq this memory has already seen: the log was deleted
-            # under it (and maybe written again), so nothing cached belongs to it any more.
+        pairs = zip(seqs, messages, strict=True)
+        if any(seq <= seen and self._cached(seq) != m for seq, m in pairs):
+            # The append landed at a seq this memory has seen, holding another message than
+            # the one it cached there: the log was deleted under it (and maybe written again),
+            # so nothing cached belongs to it any more. (A retried append acknowledged at
+            # the seq of the same message, already cached, is no sign of that.)
             self.reset()
         count = self.counter.count_message
         if self.total is None and seqs and seqs[0] == 1:
