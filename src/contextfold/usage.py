@@ -28,6 +28,11 @@ class Usage:
     cache_write_tokens: int = 0
 
     @property
+    def uncached_input_tokens(self) -> int:
+        """The prompt tokens read neither from nor into the cache."""
+        return self.input_tokens - self.cache_read_tokens - self.cache_write_tokens
+
+    @property
     def total_tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens

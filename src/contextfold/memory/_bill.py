@@ -114,9 +114,8 @@ class CacheTracker:
         self.last_at = at
         cost = bill.cost
         if summarizer_usage is not None:
-            cached = summarizer_usage.cache_read_tokens + summarizer_usage.cache_write_tokens
             cost += self.prices.cost(
-                uncached_tokens=max(0, summarizer_usage.input_tokens - cached),
+                uncached_tokens=max(0, summarizer_usage.uncached_input_tokens),
                 cache_read_tokens=summarizer_usage.cache_read_tokens,
                 cache_write_tokens=summarizer_usage.cache_write_tokens,
                 output_tokens=summarizer_usage.output_tokens,

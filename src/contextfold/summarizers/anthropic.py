@@ -323,8 +323,7 @@ def anthropic_usage(usage: Any, base: Usage | None = None) -> Usage | None:
         value = field(usage, name)
         return as_int(value) if value is not None else fallback
 
-    uncached = pick("input_tokens", prior.input_tokens - prior.cache_read_tokens
-                    - prior.cache_write_tokens)  # fmt: skip
+    uncached = pick("input_tokens", prior.uncached_input_tokens)
     read = pick("cache_read_input_tokens", prior.cache_read_tokens)
     write = pick("cache_creation_input_tokens", prior.cache_write_tokens)
     return Usage(
