@@ -167,7 +167,7 @@ class MemoryCore(Searcher, Totals):
         Appending is also how the running total starts for free: a first seq of 1 means the
         log was empty, so this memory has seen every message and counts each one once.
         """
-        seen = max(len(self.prefix), self.seg_end if self.seg else 0, self.total_upto)
+        seen = self._seen
         pairs = zip(seqs, messages, strict=True)
         if any(seq <= seen and self._cached(seq) != m for seq, m in pairs):
             # The append landed at a seq this memory has seen, holding another message than
@@ -319,10 +319,14 @@ class MemoryCore(Searcher, Totals):
         answer: SummarizationResult = yield call
         return answer
 
+    @property
+    def _seen(self) -> int:
+        """The newest seq this memory has seen: cached, or counted into its total."""
+        return max(len(self.prefix), self.seg_end if self.seg else 0, self.total_upto)
+
     def _check_not_shrunk(self, last: int) -> None:
         """Forget the cache when the log is shorter than what was seen (cleared elsewhere)."""
-        seen = max(len(self.prefix), self.seg_end if self.seg else 0, self.total_upto)
-        if last < seen:
+        if last < self._seen:
             self.reset()
 
     def _sealed(
