@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from contextfold._drive import adrive, drive
 from contextfold.stores._redis_layout import SCRIPTS, Cmd, Pipeline, RedisOp, Script
 
-__all__ = ["arun_commands", "run_commands"]
+__all__ = ["arun_commands", "redis_errors", "run_commands"]
 
 T = TypeVar("T")
 
@@ -37,7 +37,7 @@ def _commands_only(step: Pipeline) -> bool:
     return not any(isinstance(part, Script) for part in step.steps)
 
 
-def _errors() -> tuple[type[Exception], ...]:
+def redis_errors() -> tuple[type[Exception], ...]:
     """What a failed step raises: a cluster client's own errors are not RedisErrors."""
     import redis.exceptions
 
@@ -77,7 +77,7 @@ def run_commands(client: Any, op: RedisOp[T]) -> T:
             for part in step.steps:
                 try:
                     replies.append(one(part))
-                except _errors() as exc:
+                except redis_errors() as exc:
                     replies.append(exc)
             return replies
         pipe = client.pipeline() if cluster else client.pipeline(transaction=False)
@@ -114,7 +114,7 @@ async def arun_commands(client: Any, op: RedisOp[T]) -> T:
             for part in step.steps:
                 try:
                     replies.append(await one(part))
-                except _errors() as exc:
+                except redis_errors() as exc:
                     replies.append(exc)
             return replies
         pipe = client.pipeline() if cluster else client.pipeline(transaction=False)

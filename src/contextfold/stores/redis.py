@@ -44,7 +44,7 @@ from contextfold.stores._checks import (
 )
 from contextfold.stores._codec import decode_checkpoint, decode_rows
 from contextfold.stores._idempotent import id_conflict
-from contextfold.stores._redis_driver import arun_commands, run_commands
+from contextfold.stores._redis_driver import arun_commands, redis_errors, run_commands
 from contextfold.stores._redis_layout import (
     SCHEMA_VERSION,
     SUFFIXES,
@@ -143,10 +143,7 @@ class RedisStore(LockingOpStore):
         self._redis = redis
         # The cluster client's own errors (no reachable node, keys of several slots) are not
         # RedisErrors.
-        self._errors: tuple[type[BaseException], ...] = (
-            redis.exceptions.RedisError,
-            redis.exceptions.RedisClusterException,
-        )
+        self._errors: tuple[type[BaseException], ...] = redis_errors()
         self._prefix = key_prefix
         self._timeouts = {
             "socket_connect_timeout": connect_timeout,
