@@ -48,9 +48,9 @@ from contextfold.messages import (
 __all__ = ["RECORD", "from_chat_messages", "to_chat_message", "to_message"]
 
 RECORD = "llama_index:message"
+PARTS_HASH = "llama_index:parts"
 #: Block types that have a part of ours (the others are kept only in the record).
 _MODELLED = frozenset({"text", "image", "thinking", "tool_call"})
-PARTS_HASH = "llama_index:parts"
 _ROLES: dict[str, Role] = {
     "system": "system",
     "developer": "developer",

@@ -63,7 +63,6 @@ def from_genai_prices(
     price = info.get_prices(when)
     base = rules if rules is not None else _rules_for(model, found.id, table)
     input_price = _mtok(price, "input_mtok", 0.0)
-    cache_write = _mtok(price, "cache_write_mtok", input_price)
     long_write = None
     if base.long_cache_ttl_s is not None:
         # Without a price of its own, a long write keeps the rules' ratio to their input
@@ -78,7 +77,7 @@ def from_genai_prices(
         input=input_price,
         output=_mtok(price, "output_mtok", 0.0),
         cache_read=_mtok(price, "cache_read_mtok", input_price),
-        cache_write=cache_write,
+        cache_write=_mtok(price, "cache_write_mtok", input_price),
         cache_write_long=long_write,
         models=(info.id,),
         source=f"genai-prices {genai_prices.__version__} data; cache rules: {base.family} entry",

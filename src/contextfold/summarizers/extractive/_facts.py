@@ -300,7 +300,7 @@ def _cut_long(piece: str) -> list[str]:
             current = f"{current} {part}" if current else part
     if current:
         out.append(current)
-    return [run for piece in out for run in _cut_run(piece)]
+    return [run for part in out for run in _cut_run(part)]
 
 
 def _cut_run(text: str) -> list[str]:

@@ -54,7 +54,7 @@ def is_file_shaped(path: str) -> bool:
     ``and/or``, ``mods/funs`` and ``5.2.3`` are not; ``lib/x.ex``, ``./run`` and ``/etc/hosts``
     are. Device and process files (``/dev/null``) never are.
     """
-    if path.startswith(_NOT_FILES) or len(path) > _MAX_PATH:
+    if is_device_file(path) or len(path) > _MAX_PATH:
         return False
     segments = [p for p in path.split("/") if p]
     if len(segments) > 1 and all(p.startswith(".") and p.strip(".") for p in segments):
